@@ -1,0 +1,67 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Everything installs itself into ignored
+# folders (.venv for Python, .tools for kubectl/helm/hadolint/kubernetes-validate).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TOOLS ?= .tools
+STAMP := $(VENV)/.installed
+export PATH := $(abspath $(TOOLS))/bin:$(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: setup tools test unit integration lint typecheck imports format demo bench bench-full chaos chart clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+tools: $(TOOLS)/bin/kubectl
+
+$(TOOLS)/bin/kubectl:
+	bash scripts/install-tools.sh $(TOOLS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(MAKE) --no-print-directory typecheck imports
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+imports: setup
+	$(VENV)/bin/lint-imports
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# `make test` = lint + typecheck + import contracts + every test (unit and integration).
+test: setup tools lint
+	$(PY) -m pytest
+
+unit: setup
+	$(PY) -m pytest --ignore=tests/integration
+
+integration: setup tools
+	$(PY) -m pytest tests/integration
+
+demo: setup
+	$(PY) -m sim demo --report demo-report.json
+
+bench: setup
+	$(PY) -m bench --quick --report bench-report.json
+
+bench-full: setup
+	$(PY) -m bench --nodes 5000 --gpus-per-node 8 --running-pods 20000 --pods 2000 --workers 2 --report bench-report.json
+
+chaos: setup
+	$(PY) -m sim chaos --seed 1 --pods 1000 --workers 4 --replicas 2 --fault-rate 0.1 --kill-leader 2 --report chaos-report.json
+
+chart: setup tools
+	bash scripts/check-chart.sh $(TOOLS)
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-report.json

@@ -1,0 +1,1 @@
+"""Operator commands that answer scheduling questions without a cluster: `explain` and `admit`."""

@@ -1,0 +1,155 @@
+"""The filter decision across candidate nodes, as HAMi makes it (reference §4.1, §4.5, §4.8, §4.10).
+
+This is the reference path: every candidate is evaluated fully, fitting nodes are sorted by the node
+policy and the last one wins. The service's fast path must give the same winner and allocation; tests
+compare the two. Also here: the annotations written to the pod and the text of HAMi's filter events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.core import pods, reasons
+from app.core.codec import decode_scoring_weights
+from app.core.fit import NodeVerdict, PodContext, evaluate_node
+from app.core.model import NodeDevices, NodeUse, PodDevices, QuotaView
+from app.core.policy import gpu_policy, node_policy, node_sort_key, numa_bind
+from app.core.score import format_score
+from app.core.vendor import Vendor
+
+ASSIGNED_NODE = "hami.io/vgpu-node"
+ASSIGNED_TIME = "hami.io/vgpu-time"
+WEIGHTS_ANNOTATION = "hami.io/device-scoring-weights"
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """Scheduler-wide defaults (HAMi --gpu-scheduler-policy / --node-scheduler-policy)."""
+
+    gpu: str = "spread"
+    node: str = "binpack"
+
+
+def pod_context(
+    pod: Mapping[str, Any], vendors: Sequence[Vendor], policies: Policies, quota: QuotaView
+) -> PodContext:
+    """Parse what the decision needs from the pod.
+
+    Raises PodError (malformed pod), InvalidRequest (a device resource we refuse) or CodecError (invalid
+    `hami.io/device-scoring-weights`).
+    """
+    annotations = pods.annotations_of(pod)
+    return PodContext(
+        name=pods.name(pod),
+        namespace=pods.namespace(pod),
+        annotations=annotations,
+        requests=pods.pod_requests(pod, vendors),
+        gpu_policy=gpu_policy(annotations, policies.gpu),
+        node_policy=node_policy(annotations, policies.node),
+        numa_bind=numa_bind(annotations),
+        weights=decode_scoring_weights(annotations.get(WEIGHTS_ANNOTATION)),
+        quota=quota,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    ranked: tuple[NodeVerdict, ...]  # fitting nodes in node-policy order; the winner is the last
+    failed: Mapping[str, str]
+
+    @property
+    def winner(self) -> NodeVerdict | None:
+        return self.ranked[-1] if self.ranked else None
+
+
+def unregistered_reason(detail: str | None) -> str:
+    """HAMi's `node unregistered`, with our reason appended when we know why (a corrupt annotation)."""
+    return f"{reasons.NODE_UNREGISTERED}: {detail}" if detail else reasons.NODE_UNREGISTERED
+
+
+def rank(verdicts: Sequence[NodeVerdict], policy: str) -> tuple[NodeVerdict, ...]:
+    """Stable sort by node score under the node policy; ties keep candidate order."""
+    key = node_sort_key(policy)
+    return tuple(sorted(verdicts, key=lambda v: key(v.score)))
+
+
+def decide(
+    ctx: PodContext,
+    candidates: Sequence[str],
+    nodes: Mapping[str, NodeDevices],
+    usage: Mapping[str, NodeUse],
+    vendors: Sequence[Vendor],
+    broken: Mapping[str, str] | None = None,
+) -> Decision:
+    """Evaluate every candidate (in order) and rank the fitting ones."""
+    by_key = {v.key: v for v in vendors}
+    fits: list[NodeVerdict] = []
+    failed: dict[str, str] = {}
+    for name in candidates:
+        node = nodes.get(name)
+        if node is None:
+            failed[name] = unregistered_reason((broken or {}).get(name))
+            continue
+        verdict = evaluate_node(node, usage.get(name, {}), ctx, by_key)
+        if verdict.fits:
+            fits.append(verdict)
+        else:
+            failed[name] = verdict.reason
+    return Decision(rank(fits, ctx.node_policy), failed)
+
+
+def allocation_annotations(
+    node: str, devices: PodDevices, vendors: Sequence[Vendor], now_unix: int
+) -> dict[str, str]:
+    """The pod annotations Filter writes for the winner (§4.10); `now_unix` is the caller's clock."""
+    annotations = {ASSIGNED_NODE: node, ASSIGNED_TIME: str(now_unix)}
+    for vendor in vendors:
+        containers = devices.get(vendor.key)
+        if containers is not None:
+            annotations.update(vendor.pod_annotations(containers))
+    return annotations
+
+
+_REASON = re.compile(r"^(\d+)/(\d+) (\S+)")
+
+
+def reason_keys(reason: str) -> list[str]:
+    """The reason keys of a `GenReason` string; reasons without a count prefix yield none (quirk #11)."""
+    keys = []
+    for part in reason.split(", "):
+        match = _REASON.match(part)
+        if match:
+            keys.append(match.group(3))
+    return keys
+
+
+def failure_events(failed: Mapping[str, str], candidate_count: int) -> list[str]:
+    """FilteringFailed messages when no node fits: one per reason key, then the summary (§4.8)."""
+    by_key: dict[str, list[str]] = {}
+    for node, reason in failed.items():
+        for key in reason_keys(reason):
+            by_key.setdefault(key, []).append(node)
+    messages = [
+        f"{len(nodes)} nodes {key}({','.join(sorted(nodes))})" for key, nodes in sorted(by_key.items())
+    ]
+    messages.append(f"no available node, {candidate_count} nodes do not meet")
+    return messages
+
+
+def success_event(decision: Decision, candidate_count: int, limit: int | None = None) -> str:
+    """FilteringSucceed message: winner, counts and `node:score` of fitting nodes (best first)."""
+    winner = decision.winner
+    assert winner is not None
+    listed = list(reversed(decision.ranked))
+    if limit is not None:
+        listed = listed[:limit]
+    scores = ",".join(f"{v.node}:{format_score(v.score)}" for v in listed)
+    fit = len(decision.ranked)
+    return f"find fit node({winner.node}), {candidate_count - fit} nodes not fit, {fit} nodes fit({scores})"
+
+
+def binding_success_event(node: str, namespace: str, name: str) -> str:
+    return f"Successfully binding node [{node}] to {namespace}/{name}"

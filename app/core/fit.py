@@ -1,0 +1,165 @@
+"""Does a pod fit one node, with which devices, and at what node score (HAMi `scoreNode`, §4.3–4.4).
+
+Init containers run one at a time before the app containers, so each init container is fitted against the
+node as it is before this pod; app containers are fitted one after another on a working copy where each
+allocation is added (and the device order left by the previous container's sort carries over).
+
+The allocation is padded by vendor key, one group per container for every vendor the pod asks for, so that
+entry i of the annotation is container i for the device plugin (HAMi pads by device model instead, which
+drops GPU-less containers from the list: quirk #1, fixed; docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from app.core import quota, reasons
+from app.core.codec import ScoringWeights
+from app.core.model import (
+    ContainerDevice,
+    ContainerDevices,
+    ContainerRequests,
+    DeviceUsage,
+    NodeDevices,
+    NodeUse,
+    PodDevices,
+    PodRequests,
+    QuotaView,
+)
+from app.core.policy import ScoredDevice, sort_devices
+from app.core.score import device_score, node_score
+from app.core.usage import collapse, working_devices
+from app.core.vendor import FitContext, Vendor
+
+
+@dataclass(frozen=True, slots=True)
+class PodContext:
+    """Everything about the pod that every node evaluation needs, computed once per decision."""
+
+    name: str
+    namespace: str
+    annotations: Mapping[str, str]
+    requests: PodRequests
+    gpu_policy: str
+    node_policy: str
+    numa_bind: bool
+    weights: ScoringWeights
+    quota: QuotaView
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    fits: bool
+    score: float = 0.0
+    devices: PodDevices | None = None
+    reason: str = ""
+
+
+class _Unfit(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _requested_vendors(requests: PodRequests) -> list[str]:
+    return sorted({key for container in requests.containers for key in container})
+
+
+def _quota_fits(
+    ctx: PodContext,
+    vendor: Vendor,
+    allocated: Sequence[Mapping[str, ContainerDevices]],
+    position: int,
+) -> Callable[[Sequence[ContainerDevice]], bool]:
+    """Would this pod, with `candidate` as container `position`'s devices, stay within its quota?
+
+    The hypothetical allocation is collapsed with init containers at their real indexes (HAMi counts the
+    first app containers as init containers here: quirk #3, fixed).
+    """
+    groups = [a.get(vendor.key, ()) for a in allocated]
+
+    def fits(candidate: Sequence[ContainerDevice]) -> bool:
+        trial = list(groups)
+        trial[position] = tuple(candidate)
+        collapsed = collapse(tuple(trial), ctx.requests.init_count)
+        mem = sum(d.usedmem for d in collapsed)
+        cores = sum(d.usedcores for d in collapsed)
+        return quota.fits(ctx.quota, ctx.namespace, vendor, mem, cores)
+
+    return fits
+
+
+def _fit_container(
+    node: NodeDevices,
+    scored: list[ScoredDevice],
+    requests: ContainerRequests,
+    ctx: PodContext,
+    vendors: Mapping[str, Vendor],
+    allocated: Sequence[Mapping[str, ContainerDevices]],
+    position: int,
+) -> dict[str, ContainerDevices]:
+    """HAMi `fitInDevices`: allocate one container's requests on `scored` (sorted and mutated in place)."""
+    for entry in scored:
+        entry.score = device_score(entry.device, requests, ctx.weights)
+    result: dict[str, ContainerDevices] = {}
+    for key in sorted(requests):
+        request = requests[key]
+        sort_devices(scored, ctx.gpu_policy, ctx.numa_bind)
+        vendor = vendors.get(request.type)
+        if vendor is None:
+            raise _Unfit(reasons.DEVICE_TYPE_NOT_FOUND)
+        wanted = request.type.lower()
+        candidates = [entry.device for entry in scored if wanted in entry.device.type.lower()]
+        if request.nums > len(candidates):
+            raise _Unfit(reasons.NODE_INSUFFICIENT_DEVICE)
+        quota_fits = _quota_fits(ctx, vendor, allocated, position)
+        fit_ctx = FitContext(ctx.annotations, ctx.namespace, ctx.gpu_policy, node, quota_fits)
+        outcome = vendor.fit(candidates, request, fit_ctx)
+        if not outcome.ok:
+            raise _Unfit(outcome.reason)
+        by_id = {entry.device.id: entry.device for entry in scored}
+        final = []
+        for chosen in outcome.devices:
+            device = by_id.get(chosen.uuid)
+            if device is None:
+                raise _Unfit(reasons.device_not_found(chosen.uuid, node.name))
+            final.append(vendor.add_usage(device, chosen))
+        result[key] = tuple(final)
+    return result
+
+
+def _scored(devices: Sequence[DeviceUsage]) -> list[ScoredDevice]:
+    return [ScoredDevice(d.copy()) for d in devices]
+
+
+def evaluate_node(
+    node: NodeDevices,
+    use: NodeUse,
+    ctx: PodContext,
+    vendors: Mapping[str, Vendor],
+) -> NodeVerdict:
+    """Fit the whole pod on one node; returns the verdict with the padded allocation and node score."""
+    original = working_devices(node, use)
+    containers = ctx.requests.containers
+    allocated: list[dict[str, ContainerDevices]] = [{} for _ in containers]
+    try:
+        for position in range(ctx.requests.init_count):
+            if containers[position]:
+                allocated[position] = _fit_container(
+                    node, _scored(original), containers[position], ctx, vendors, allocated, position
+                )
+        score = node_score(original)
+        app_node = _scored(original)
+        for position in range(ctx.requests.init_count, len(containers)):
+            if containers[position]:
+                allocated[position] = _fit_container(
+                    node, app_node, containers[position], ctx, vendors, allocated, position
+                )
+    except _Unfit as unfit:
+        return NodeVerdict(node.name, False, reason=unfit.reason)
+    devices = {
+        key: tuple(group.get(key, ()) for group in allocated) for key in _requested_vendors(ctx.requests)
+    }
+    return NodeVerdict(node.name, True, score, devices)

@@ -1,0 +1,186 @@
+"""The plain data the decision core reasons about.
+
+Every type here mirrors one of HAMi's (reference §0) so that a reader of HAMi's Go code recognises it, but
+as frozen dataclasses: the core receives them, never mutates them, and returns new ones. The one mutable
+type, `DeviceUsage`, is a per-decision working copy that never leaves the core.
+
+Units follow HAMi everywhere: memory in MiB, cores in percent of one GPU (100 = the whole card), `count` the
+number of tasks that may share a device ("split count").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# The sentinel HAMi uses for "no memory percentage requested" (reference §0, §3.1).
+PERCENT_UNSET = 101
+
+
+@dataclass(frozen=True, slots=True)
+class MigPlacement:
+    start: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One MIG profile a `mig`-mode GPU offers, as the device plugin registers it."""
+
+    name: str
+    memory_mb: int
+    core: int
+    slice_count: int
+    placements: tuple[MigPlacement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """One physical GPU registered on a node (HAMi `DeviceInfo`)."""
+
+    id: str
+    index: int
+    count: int
+    devmem: int
+    devcore: int
+    type: str
+    numa: int
+    mode: str
+    health: bool
+    vendor: str = ""
+    mig_profiles: tuple[MigProfile, ...] = ()
+    pair_scores: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """What registration knows about one node: its devices (registration order) and cordoned UUIDs."""
+
+    name: str
+    devices: tuple[DeviceInfo, ...]
+    cordoned: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """What one container asks from one vendor (HAMi `ContainerDeviceRequest`)."""
+
+    nums: int
+    type: str
+    memreq: int = 0
+    mem_percentage: int = PERCENT_UNSET
+    coresreq: int = 0
+
+
+# vendor key -> request, for one container; only vendors with nums > 0 appear.
+ContainerRequests = Mapping[str, DeviceRequest]
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequests:
+    """Per-container requests of a pod, init containers first (HAMi `PodDeviceRequests`)."""
+
+    containers: tuple[ContainerRequests, ...]
+    init_count: int
+
+    @property
+    def any(self) -> bool:
+        return any(self.containers)
+
+
+@dataclass(frozen=True, slots=True)
+class MigAssignment:
+    """The MIG slice chosen for one allocated device (HAMi's ContainerDevice custom info)."""
+
+    profile: str
+    placement: MigPlacement
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDevice:
+    """One GPU allocated to one container (HAMi `ContainerDevice`).
+
+    `idx` is not encoded in annotations; `slots` is only meaningful in collapsed usage (0 counts as 1).
+    """
+
+    uuid: str
+    type: str
+    usedmem: int
+    usedcores: int
+    idx: int = 0
+    slots: int = 0
+    mig: MigAssignment | None = None
+
+
+ContainerDevices = tuple[ContainerDevice, ...]
+# One ContainerDevices per container (init first), as encoded in the pod annotation.
+PodSingleDevice = tuple[ContainerDevices, ...]
+# vendor key -> per-container device lists.
+PodDevices = Mapping[str, PodSingleDevice]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """Capacity of one device taken by existing reservations."""
+
+    slots: int = 0
+    mem: int = 0
+    cores: int = 0
+
+    def plus(self, other: DeviceUse) -> DeviceUse:
+        return DeviceUse(self.slots + other.slots, self.mem + other.mem, self.cores + other.cores)
+
+
+# device UUID -> use, for one node (HAMi matches usage to devices by UUID only).
+NodeUse = Mapping[str, DeviceUse]
+
+
+@dataclass(slots=True)
+class DeviceUsage:
+    """Per-decision working copy of one device (HAMi `DeviceUsage`); mutated while fitting one pod."""
+
+    id: str
+    index: int
+    used: int
+    count: int
+    usedmem: int
+    totalmem: int
+    totalcore: int
+    usedcores: int
+    mode: str
+    numa: int
+    type: str
+    health: bool
+    mig_profiles: tuple[MigProfile, ...] = ()
+    mig_in_use: list[MigPlacement] = field(default_factory=list)
+
+    def copy(self) -> DeviceUsage:
+        return DeviceUsage(
+            self.id,
+            self.index,
+            self.used,
+            self.count,
+            self.usedmem,
+            self.totalmem,
+            self.totalcore,
+            self.usedcores,
+            self.mode,
+            self.numa,
+            self.type,
+            self.health,
+            self.mig_profiles,
+            list(self.mig_in_use),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEntry:
+    """One tracked quota resource in one namespace (HAMi QuotaManager entry)."""
+
+    used: int = 0
+    limit: int = 0
+    limit_set: bool = False
+
+
+# namespace -> resource name (e.g. "nvidia.com/gpumem") -> entry
+QuotaView = Mapping[str, Mapping[str, QuotaEntry]]

@@ -1,0 +1,179 @@
+"""HAMi's node lock value and the pure rules for taking it (reference §5.2, quirks #26–#29).
+
+The device plugin finds the pod it is allocating for by reading `hami.io/mutex.lock`, so the value
+`<RFC3339>,<namespace>,<pod>` is a wire contract. This module formats and parses it and decides, from the
+current value, the clock (an argument) and what is known about the holder, whether a binding pod may take
+the lock. The API calls (GET, CAS patch with resourceVersion, retries) live in `app.k8s.nodelock`.
+
+Rules (HAMi's, with the fixes recorded in docs/compatibility.md):
+- no lock: acquire; our own lock (same namespace/name): re-enter;
+- holder deleted, or in a terminal phase (HAMi #3047): take over at once;
+- expired (older than the timeout): take over — unless the holder is still waiting for its device
+  allocation (HAMi #3096: handing over then makes the device plugin serve the wrong pod). Then we wait until
+  the holder resolves, but never longer than a second timeout period (a bounded stall, never a stuck node);
+- a value that does not parse (HAMi: the node is unusable until a human removes it, #26): treated as
+  expired, since nobody can own it;
+- otherwise: contention, a retryable error.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+LOCK_ANNOTATION = "hami.io/mutex.lock"
+CONTENTION = "node lock contention"
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
+)
+
+
+class LockParseError(ValueError):
+    """A lock annotation value that is not HAMi's format."""
+
+
+@dataclass(frozen=True, slots=True)
+class LockValue:
+    time: datetime
+    namespace: str = ""
+    name: str = ""
+
+    @property
+    def legacy(self) -> bool:
+        """A bare timestamp: written by old schedulers, owned by nobody (quirk #27)."""
+        return not self.namespace and not self.name
+
+
+def parse_rfc3339(text: str) -> datetime:
+    match = _RFC3339.match(text)
+    if match is None:
+        raise LockParseError(f'parsing time "{text}" as RFC3339: cannot parse')
+    try:
+        return datetime.fromisoformat(text.replace("z", "Z").replace("t", "T"))
+    except ValueError as exc:
+        raise LockParseError(f'parsing time "{text}" as RFC3339: {exc}') from None
+
+
+def format_rfc3339(moment: datetime) -> str:
+    """Go's time.RFC3339 layout: seconds precision, `Z` for UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    text = moment.replace(microsecond=0).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def format_lock(now: datetime, namespace: str, name: str) -> str:
+    return f"{format_rfc3339(now)},{namespace},{name}"
+
+
+def parse_lock(value: str) -> LockValue:
+    if "," not in value:
+        return LockValue(parse_rfc3339(value))
+    parts = value.split(",")
+    if len(parts) != 3:
+        raise LockParseError(f"malformed lock annotation: expected 3 parts, got {len(parts)} from {value}")
+    return LockValue(parse_rfc3339(parts[0]), parts[1], parts[2])
+
+
+def is_owned_by(value: str, namespace: str, name: str) -> bool:
+    """HAMi's owner check: a new-format value ending with `,<ns>,<name>`."""
+    return value.endswith(f",{namespace},{name}")
+
+
+class Holder(enum.Enum):
+    """What the API says about the pod named in a lock."""
+
+    GONE = "gone"
+    TERMINAL = "terminal"
+    PENDING_ALLOCATION = "pending-allocation"
+    ACTIVE = "active"
+
+
+class Verdict(enum.Enum):
+    ACQUIRE = "acquire"
+    REENTER = "reenter"
+    TAKE_OVER = "take-over"
+    CONTENDED = "contended"
+    NEED_HOLDER = "need-holder"
+
+
+@dataclass(frozen=True, slots=True)
+class LockDecision:
+    verdict: Verdict
+    why: str = ""
+
+
+def decide(
+    value: str | None,
+    namespace: str,
+    name: str,
+    now: datetime,
+    timeout: timedelta,
+    holder: Holder | None = None,
+) -> LockDecision:
+    """Decide whether pod `namespace/name` may take the lock whose current value is `value`.
+
+    Returns NEED_HOLDER when the answer depends on the holder pod and `holder` was not given; the caller
+    looks the holder up (one GET) and calls again.
+    """
+    if value is None:
+        return LockDecision(Verdict.ACQUIRE)
+    try:
+        lock = parse_lock(value)
+    except LockParseError as exc:
+        return LockDecision(Verdict.TAKE_OVER, f"unparsable lock value: {exc}")
+    age = now - lock.time
+    if not lock.legacy and lock.namespace == namespace and lock.name == name:
+        if age > timeout:
+            return LockDecision(Verdict.TAKE_OVER, "our own lock expired; stamping it again")
+        return LockDecision(Verdict.REENTER)
+    if lock.legacy:
+        if age > timeout:
+            return LockDecision(Verdict.TAKE_OVER, f"legacy lock expired {age - timeout} ago")
+        return LockDecision(Verdict.CONTENDED, f"legacy lock held for {age}")
+    if holder is None:
+        return LockDecision(Verdict.NEED_HOLDER)
+    if holder in (Holder.GONE, Holder.TERMINAL):
+        return LockDecision(Verdict.TAKE_OVER, f"holder {lock.namespace}/{lock.name} is {holder.value}")
+    if age > timeout:
+        if holder is Holder.PENDING_ALLOCATION and age <= 2 * timeout:
+            return LockDecision(
+                Verdict.CONTENDED,
+                f"lock expired but holder {lock.namespace}/{lock.name} still waits for allocation",
+            )
+        return LockDecision(Verdict.TAKE_OVER, f"lock of {lock.namespace}/{lock.name} expired")
+    return LockDecision(Verdict.CONTENDED, f"held by {lock.namespace}/{lock.name}")
+
+
+def contention_message(node: str, timeout: timedelta) -> str:
+    """HAMi's error text: `node <n> has been locked within <timeout>: node lock contention`."""
+    return f"node {node} has been locked within {go_duration(timeout)}: {CONTENTION}"
+
+
+def go_duration(delta: timedelta) -> str:
+    """Format like Go's time.Duration.String for whole seconds (5m0s, 1h0m0s, 30s)."""
+    total = int(delta.total_seconds())
+    if total == 0:
+        return "0s"
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    if minutes:
+        return f"{minutes}m{seconds}s"
+    return f"{seconds}s"
+
+
+def parse_go_duration(text: str) -> timedelta:
+    """Parse Go duration syntax (`5m`, `1h30m`, `90s`, `1.5h`, `300ms`) as HAMI_NODELOCK_EXPIRE uses."""
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    stripped = text.strip()
+    if stripped in ("0", "+0", "-0"):
+        return timedelta(0)
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", stripped)
+    if not parts or "".join(n + u for n, u in parts) != stripped.lstrip("+"):
+        raise ValueError(f'time: invalid duration "{text}"')
+    return timedelta(seconds=sum(float(n) * units[u] for n, u in parts))

@@ -1,0 +1,128 @@
+"""How much of each device a pod really holds, and the per-decision working copy of a node.
+
+A pod's allocation annotation lists devices per container, but init containers run one after another and
+before the app containers, so the capacity a pod holds on a device is the larger of its init peak and the
+sum over its app containers (HAMi `CollapseInitContainerUsage`, reference §9.3). Once the init containers
+have finished, only the app sum remains (`AppContainersOnlyDeviceUsage`). The ledger stores the collapsed
+form; node usage is the sum of collapsed reservations, matched to devices by UUID (§4.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from app.core.model import (
+    ContainerDevice,
+    ContainerDevices,
+    DeviceUsage,
+    DeviceUse,
+    NodeDevices,
+    NodeUse,
+    PodDevices,
+    PodSingleDevice,
+)
+
+
+def _slots(device: ContainerDevice) -> int:
+    return max(device.slots, 1)
+
+
+def collapse(containers: PodSingleDevice, init_count: int, *, include_init: bool = True) -> ContainerDevices:
+    """One vendor's per-container devices -> one entry per device UUID (sorted by UUID).
+
+    Init containers contribute their per-dimension peak with one slot; app containers (index >= init_count,
+    including the decoder's trailing empty group) contribute their sum with one slot per occurrence.
+    """
+    init_peak: dict[str, ContainerDevice] = {}
+    app_sum: dict[str, ContainerDevice] = {}
+    for position, devices in enumerate(containers):
+        is_init = position < init_count
+        if is_init and not include_init:
+            continue
+        for d in devices:
+            if is_init:
+                seen = init_peak.get(d.uuid)
+                init_peak[d.uuid] = ContainerDevice(
+                    d.uuid,
+                    seen.type if seen else d.type,
+                    max(d.usedmem, seen.usedmem) if seen else d.usedmem,
+                    max(d.usedcores, seen.usedcores) if seen else d.usedcores,
+                    slots=1,
+                )
+            else:
+                seen = app_sum.get(d.uuid)
+                app_sum[d.uuid] = ContainerDevice(
+                    d.uuid,
+                    seen.type if seen else d.type,
+                    d.usedmem + (seen.usedmem if seen else 0),
+                    d.usedcores + (seen.usedcores if seen else 0),
+                    slots=_slots(d) + (seen.slots if seen else 0),
+                )
+    result = []
+    for uuid in sorted(init_peak.keys() | app_sum.keys()):
+        peak, total = init_peak.get(uuid), app_sum.get(uuid)
+        first = peak or total
+        assert first is not None
+        result.append(
+            ContainerDevice(
+                uuid,
+                first.type,
+                max(peak.usedmem if peak else 0, total.usedmem if total else 0),
+                max(peak.usedcores if peak else 0, total.usedcores if total else 0),
+                slots=max(peak.slots if peak else 0, total.slots if total else 0, 1),
+            )
+        )
+    return tuple(result)
+
+
+def collapse_pod(devices: PodDevices, init_count: int, *, include_init: bool = True) -> PodDevices:
+    """Collapse every vendor; each vendor ends with exactly one container group (§9.3)."""
+    return {
+        vendor: (collapse(containers, init_count, include_init=include_init),)
+        for vendor, containers in devices.items()
+    }
+
+
+def device_uses(collapsed: PodDevices) -> dict[str, DeviceUse]:
+    """UUID -> capacity taken by one (collapsed) pod allocation."""
+    uses: dict[str, DeviceUse] = {}
+    for containers in collapsed.values():
+        for devices in containers:
+            for d in devices:
+                use = DeviceUse(_slots(d), d.usedmem, d.usedcores)
+                uses[d.uuid] = uses[d.uuid].plus(use) if d.uuid in uses else use
+    return uses
+
+
+def sum_uses(reservations: Iterable[Mapping[str, DeviceUse]]) -> dict[str, DeviceUse]:
+    """Add up per-device uses of many reservations on one node."""
+    total: dict[str, DeviceUse] = {}
+    for uses in reservations:
+        for uuid, use in uses.items():
+            total[uuid] = total[uuid].plus(use) if uuid in total else use
+    return total
+
+
+def working_devices(node: NodeDevices, use: NodeUse) -> list[DeviceUsage]:
+    """The node's devices in registration order with existing usage applied (HAMi getNodesUsage)."""
+    devices = []
+    for d in node.devices:
+        taken = use.get(d.id, DeviceUse())
+        devices.append(
+            DeviceUsage(
+                id=d.id,
+                index=d.index,
+                used=taken.slots,
+                count=d.count,
+                usedmem=taken.mem,
+                totalmem=d.devmem,
+                totalcore=d.devcore,
+                usedcores=taken.cores,
+                mode=d.mode,
+                numa=d.numa,
+                type=d.type,
+                health=d.health,
+                mig_profiles=d.mig_profiles,
+            )
+        )
+    return devices

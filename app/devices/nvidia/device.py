@@ -1,0 +1,91 @@
+"""The NVIDIA vendor: HAMi's `NvidiaGPUDevices`, as a frozen, stateless implementation of `Vendor`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core import codec
+from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.vendor import FitContext, FitOutcome, ResourceNames
+from app.devices.nvidia import admission, fit, keys, requests
+from app.devices.nvidia.config import NvidiaConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Nvidia:
+    config: NvidiaConfig = field(default_factory=NvidiaConfig)
+
+    @property
+    def key(self) -> str:
+        return keys.VENDOR
+
+    @property
+    def resources(self) -> ResourceNames:
+        c = self.config
+        return ResourceNames(
+            count=c.resource_count_name,
+            memory=c.resource_memory_name,
+            memory_percentage=c.resource_memory_percentage_name,
+            cores=c.resource_core_name,
+            priority=c.resource_priority_name,
+        )
+
+    @property
+    def memory_factor(self) -> int:
+        return self.config.memory_factor
+
+    @property
+    def allocated_annotation(self) -> str:
+        return keys.ALLOCATED
+
+    @property
+    def to_allocate_annotation(self) -> str:
+        return keys.TO_ALLOCATE
+
+    @property
+    def register_annotation(self) -> str:
+        return keys.REGISTER
+
+    @property
+    def handshake_annotation(self) -> str:
+        return keys.HANDSHAKE
+
+    def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
+        return requests.container_request(self.config, container)
+
+    def node_devices(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...]:
+        """HAMi `GetNodeDevices` (§2.2) plus pair scores; raises CodecError with HAMi's messages."""
+        encoded = annotations.get(keys.REGISTER)
+        if encoded is None:
+            raise codec.CodecError(f"annos not found {keys.REGISTER}")
+        devices = codec.decode_register_json(encoded, keys.VENDOR)
+        if not devices:
+            raise codec.CodecError("no gpu found on node")
+        pair = annotations.get(keys.PAIR_SCORE)
+        if pair is None:
+            return devices
+        scores = codec.decode_pair_scores(pair)
+        return tuple(
+            dataclasses.replace(d, pair_scores=scores[d.id]) if d.id in scores else d for d in devices
+        )
+
+    def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+        return fit.fit(devices, request, ctx)
+
+    def add_usage(self, device: DeviceUsage, chosen: ContainerDevice) -> ContainerDevice:
+        device.used += 1
+        device.usedcores += chosen.usedcores
+        device.usedmem += chosen.usedmem
+        return chosen
+
+    def pod_annotations(self, devices: PodSingleDevice) -> dict[str, str]:
+        if not devices:
+            return {}
+        encoded = codec.encode_pod_single_device(devices)
+        return {keys.TO_ALLOCATE: encoded, keys.ALLOCATED: encoded}
+
+    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
+        return admission.mutate_container(self.config, container, pod)

@@ -1,0 +1,239 @@
+"""Every setting of both processes, read from the environment once at start and validated (HAMI_* vars).
+
+The names mirror HAMi's command-line flags (reference §1.3) so a migration is a rename. Invalid values fail
+at start with one readable line (`SettingsError`), before any library sees them. `load_settings` takes the
+environment as an argument so tests never touch os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.core.decision import Policies
+from app.core.nodelock import parse_go_duration
+from app.core.policy import BINPACK, MUTEX, NUMA, SPREAD, TOPOLOGY, policy_names
+from app.core.vendor import Vendor
+from app.devices import DeviceConfigError, build_vendors
+
+
+class SettingsError(ValueError):
+    """A setting is invalid; the message names the variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderSettings:
+    enabled: bool = False
+    mode: str = "follow"  # follow: observe kube-scheduler's Lease; acquire: hold the Lease ourselves
+    resource_name: str = "hami-scheduler"
+    resource_namespace: str = "default"
+    identity: str = "localhost"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    bind: str = "0.0.0.0:8443"
+    workers: int = 2
+    threads: int = 4
+    cert_file: str = ""
+    key_file: str = ""
+    client_ca_file: str = ""
+    max_body_bytes: int = 128 * 1024 * 1024
+    sync_wait_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    scheduler_name: str = "hami-scheduler"
+    policies: Policies = field(default_factory=Policies)
+    vendors: tuple[Vendor, ...] = field(default_factory=lambda: build_vendors(None))
+    device_config: Mapping[str, Any] = field(default_factory=dict)
+    force_overwrite_default_scheduler: bool = True
+    nodelock_expire: timedelta = timedelta(minutes=5)
+    node_label_selector: str = ""
+    state_dir: Path = Path("/var/run/hami")
+    leader: LeaderSettings = field(default_factory=LeaderSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    pod_name: str = ""
+    pod_namespace: str = ""
+    kubeconfig: str = ""
+    registration_interval: float = 15.0
+    worker_metrics_bind: str = "0.0.0.0:9395"
+    events_enabled: bool = True
+    log_level: str = "INFO"
+    webhook_trusted_users: tuple[str, ...] = ()
+
+
+_TRUE = ("1", "t", "true", "yes", "on")
+_FALSE = ("0", "f", "false", "no", "off")
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise SettingsError(f"{name}={raw!r}: expected true or false")
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected an integer") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{name}={raw!r}: must be between {low} and {high}")
+    return value
+
+
+def _duration(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = parse_go_duration(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected a duration such as 5m, 30s or 1h30m") from None
+    if value <= timedelta(0):
+        raise SettingsError(f"{name}={raw!r}: must be positive")
+    return value
+
+
+def _gpu_policy(env: Mapping[str, str]) -> str:
+    raw = env.get("HAMI_GPU_SCHEDULER_POLICY") or SPREAD
+    known = (BINPACK, SPREAD, MUTEX, NUMA, TOPOLOGY)
+    unknown = [p for p in policy_names(raw) if p not in known]
+    if unknown:
+        raise SettingsError(
+            f"HAMI_GPU_SCHEDULER_POLICY={raw!r}: unknown policy {unknown[0]!r} (known: {', '.join(known)})"
+        )
+    return raw
+
+
+def _node_policy(env: Mapping[str, str]) -> str:
+    raw = env.get("HAMI_NODE_SCHEDULER_POLICY") or BINPACK
+    if raw not in (BINPACK, SPREAD):
+        raise SettingsError(f"HAMI_NODE_SCHEDULER_POLICY={raw!r}: must be binpack or spread")
+    return raw
+
+
+def load_device_config(path: str) -> Mapping[str, Any]:
+    """Read HAMi's device-config.yaml; an unreadable or invalid file is a SettingsError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={path!r}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={path!r}: invalid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={path!r}: expected a mapping of vendor sections")
+    return data
+
+
+def _leader(env: Mapping[str, str]) -> LeaderSettings:
+    mode = env.get("HAMI_LEADER_ELECT_MODE") or "follow"
+    if mode not in ("follow", "acquire"):
+        raise SettingsError(f"HAMI_LEADER_ELECT_MODE={mode!r}: must be follow or acquire")
+    lease = _duration(env, "HAMI_LEASE_DURATION", timedelta(seconds=15)).total_seconds()
+    renew = _duration(env, "HAMI_RENEW_DEADLINE", timedelta(seconds=10)).total_seconds()
+    retry = _duration(env, "HAMI_RETRY_PERIOD", timedelta(seconds=2)).total_seconds()
+    if retry < 1:
+        raise SettingsError("HAMI_RETRY_PERIOD must be at least 1s (kubernetes.leaderelection requires it)")
+    if not lease > renew:
+        raise SettingsError("HAMI_LEASE_DURATION must be greater than HAMI_RENEW_DEADLINE")
+    if not renew > 1.2 * retry:
+        raise SettingsError("HAMI_RENEW_DEADLINE must be greater than 1.2 x HAMI_RETRY_PERIOD")
+    identity = env.get("POD_NAME") or env.get("HOSTNAME") or socket.gethostname()
+    return LeaderSettings(
+        enabled=_bool(env, "HAMI_LEADER_ELECT", False),
+        mode=mode,
+        resource_name=env.get("HAMI_LEADER_ELECT_RESOURCE_NAME") or "hami-scheduler",
+        resource_namespace=env.get("HAMI_LEADER_ELECT_RESOURCE_NAMESPACE")
+        or env.get("POD_NAMESPACE")
+        or "default",
+        identity=identity,
+        lease_duration=lease,
+        renew_deadline=renew,
+        retry_period=retry,
+    )
+
+
+def _http(env: Mapping[str, str]) -> HttpSettings:
+    cert, key = env.get("HAMI_TLS_CERT_FILE", ""), env.get("HAMI_TLS_KEY_FILE", "")
+    if bool(cert) != bool(key):
+        raise SettingsError("HAMI_TLS_CERT_FILE and HAMI_TLS_KEY_FILE must be set together")
+    client_ca = env.get("HAMI_TLS_CLIENT_CA_FILE", "")
+    if client_ca and not cert:
+        raise SettingsError("HAMI_TLS_CLIENT_CA_FILE (mTLS) needs HAMI_TLS_CERT_FILE and HAMI_TLS_KEY_FILE")
+    for name, path in (
+        ("HAMI_TLS_CERT_FILE", cert),
+        ("HAMI_TLS_KEY_FILE", key),
+        ("HAMI_TLS_CLIENT_CA_FILE", client_ca),
+    ):
+        if path and not Path(path).is_file():
+            raise SettingsError(f"{name}={path!r}: no such file")
+    wait = _duration(env, "HAMI_FILTER_SYNC_WAIT", timedelta(seconds=10)).total_seconds()
+    return HttpSettings(
+        bind=env.get("HAMI_BIND") or "0.0.0.0:8443",
+        workers=_int(env, "HAMI_WORKERS", 2, 1, 64),
+        threads=_int(env, "HAMI_THREADS", 4, 1, 256),
+        cert_file=cert,
+        key_file=key,
+        client_ca_file=client_ca,
+        max_body_bytes=_int(env, "HAMI_MAX_BODY_BYTES", 128 * 1024 * 1024, 1024, 2**31),
+        sync_wait_seconds=wait,
+    )
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate all settings; raises SettingsError with one readable line."""
+    env = os.environ if env is None else env
+    device_path = env.get("HAMI_DEVICE_CONFIG_FILE", "")
+    device_config = load_device_config(device_path) if device_path else {}
+    try:
+        vendors = build_vendors(device_config)
+    except DeviceConfigError as exc:
+        raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={device_path!r}: {exc}") from None
+    interval = _duration(env, "HAMI_REGISTRATION_INTERVAL", timedelta(seconds=15)).total_seconds()
+    trusted = tuple(u.strip() for u in env.get("HAMI_WEBHOOK_TRUSTED_USERS", "").split(",") if u.strip())
+    return Settings(
+        scheduler_name=env.get("HAMI_SCHEDULER_NAME") or "hami-scheduler",
+        policies=Policies(gpu=_gpu_policy(env), node=_node_policy(env)),
+        vendors=vendors,
+        device_config=device_config,
+        force_overwrite_default_scheduler=_bool(env, "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER", True),
+        nodelock_expire=_duration(env, "HAMI_NODELOCK_EXPIRE", timedelta(minutes=5)),
+        node_label_selector=env.get("HAMI_NODE_LABEL_SELECTOR", ""),
+        state_dir=Path(env.get("HAMI_STATE_DIR") or "/var/run/hami"),
+        leader=_leader(env),
+        http=_http(env),
+        pod_name=env.get("POD_NAME", ""),
+        pod_namespace=env.get("POD_NAMESPACE", ""),
+        kubeconfig=env.get("KUBECONFIG", ""),
+        registration_interval=interval,
+        worker_metrics_bind=env.get("HAMI_WORKER_METRICS_BIND") or "0.0.0.0:9395",
+        events_enabled=_bool(env, "HAMI_EVENTS", True),
+        log_level=(env.get("HAMI_LOG_LEVEL") or "INFO").upper(),
+        webhook_trusted_users=trusted,
+    )

@@ -1,0 +1,183 @@
+"""HTTP/1.1 plumbing: one handler per connection (keep-alive), chunked watch streams, faults and the request log.
+
+Reads the body first (so an injected error never desynchronises a keep-alive connection), asks the fault
+injector what to do, dispatches to discovery, the test hooks or the resource API, and records the outcome.
+A "lost response" closes the socket after the work is done, which is what a client sees when a proxy or the
+network drops an answer in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from sim.apiserver import api, discovery, hooks
+from sim.apiserver.errors import ApiError, page_not_found
+from sim.apiserver.faults import NO_FAULT, Fault
+from sim.apiserver.requestlog import RequestRecord
+from sim.apiserver.routing import Route, parse_route
+from sim.apiserver.watch import error_line, run_watch
+
+if TYPE_CHECKING:
+    from sim.apiserver.emulator import Emulator
+    from sim.apiserver.server import SimServer
+
+logger = logging.getLogger(__name__)
+JSON = "application/json"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "sim-apiserver"
+    sys_version = ""
+    server: SimServer
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        """Silenced: the emulator keeps its own request log."""
+
+    @property
+    def emulator(self) -> Emulator:
+        return self.server.emulator
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self) -> None:
+        started, clock = time.time(), time.perf_counter()
+        method = self.command
+        url = urlsplit(self.path)
+        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        body = self._read_body()
+        if url.path == "/_sim" or url.path.startswith("/_sim/"):
+            self._send(hooks.handle(self.emulator, method, url.path, query, body))
+            return
+        route: Route | None = None
+        fault: Fault = NO_FAULT
+        status = 0
+        try:
+            route = parse_route(method, url.path, query.get("watch", "") in ("true", "1"))
+            fault = self.emulator.faults.decide(method, url.path, route)
+            if fault.delay > 0:
+                time.sleep(fault.delay)
+            if fault.error is not None:
+                raise fault.error
+            if route is not None and route.verb == "watch":
+                status = self._watch(route, query, fault)
+            else:
+                reply = self._answer(method, url.path, route, query, body)
+                status = self._finish(reply, fault)
+        except ApiError as error:
+            status = self._finish(api.error_reply(error), fault)
+        except OSError:  # the client went away (or the server is stopping): nothing left to answer
+            self.close_connection = True
+        except Exception:
+            logger.exception("internal error serving %s %s", method, self.path)
+            status = self._finish(api.error_reply(ApiError(500, "Internal error occurred")), fault)
+        self.emulator.requests.add(
+            RequestRecord(
+                started,
+                method,
+                url.path,
+                url.query,
+                route.verb if route else "",
+                route.rtype.key if route else "",
+                status,
+                round((time.perf_counter() - clock) * 1000, 3),
+                fault.fired,
+            )
+        )
+
+    def _answer(self, method: str, path: str, route: Route | None, query: dict[str, str], body: bytes) -> api.Reply:
+        if route is not None:
+            content_type = self.headers.get("Content-Type", "")
+            return api.serve(self.emulator, route, query, content_type, self.headers.get("Accept", ""), body)
+        address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
+        document = discovery.document(path, address) if method == "GET" else None
+        if document is None:
+            raise page_not_found()
+        return api.Reply(200, orjson.dumps(document))
+
+    def _finish(self, reply: api.Reply, fault: Fault) -> int:
+        if fault.lost_response:
+            self._drop()
+            return 0
+        self._send(reply)
+        return reply.code
+
+    def _send(self, reply: api.Reply) -> None:
+        self.send_response(reply.code)
+        self.send_header("Content-Type", JSON)
+        self.send_header("Content-Length", str(len(reply.body)))
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(reply.body)
+
+    def _drop(self) -> None:
+        """Close the connection without a byte of answer."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # --- watch -------------------------------------------------------------------------------------------------
+
+    def _watch(self, route: Route, query: dict[str, str], fault: Fault) -> int:
+        drop = fault.drop_watch
+        try:
+            setup = api.open_watch(self.emulator, route, query, drop.after_events if drop else None)
+        except ApiError as error:
+            if error.code != 410:
+                raise
+            self._start_chunked()
+            self._chunk(error_line(error.status()))
+            self._chunk(b"")
+            return 200
+        self._start_chunked()
+        store = self.emulator.store
+        try:
+            ending = run_watch(store, setup.watcher, setup.backlog, self, setup.options, self.emulator.stopping)
+        finally:
+            store.unsubscribe(route.rtype, setup.watcher)
+        if ending == "dropped" and not (drop and drop.graceful):
+            self._drop()
+        elif ending in ("client", "stopped"):
+            self.close_connection = True
+        else:
+            self._chunk(b"")
+        return 200
+
+    def _start_chunked(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", JSON)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def send(self, data: bytes) -> None:
+        """watch.Sink: one chunk per batch of events."""
+        self._chunk(data)
+
+    def client_gone(self) -> bool:
+        """watch.Sink: a watch client never sends on its connection, so readable means closed."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
