@@ -72,6 +72,7 @@ class Settings:
     events_enabled: bool = True
     log_level: str = "INFO"
     webhook_trusted_users: tuple[str, ...] = ()
+    bind_lock_wait: float = 10.0
 
 
 _TRUE = ("1", "t", "true", "yes", "on")
@@ -236,4 +237,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         events_enabled=_bool(env, "HAMI_EVENTS", True),
         log_level=(env.get("HAMI_LOG_LEVEL") or "INFO").upper(),
         webhook_trusted_users=trusted,
+        bind_lock_wait=_duration(env, "HAMI_BIND_LOCK_WAIT", timedelta(seconds=10)).total_seconds(),
     )

@@ -27,6 +27,7 @@ from app.core.model import (
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 UINT32_MAX = 2**32 - 1
+INT64_MAX = 2**63 - 1
 
 DEVICE_SEPARATOR = ":"
 CONTAINER_SEPARATOR = ";"
@@ -40,26 +41,34 @@ class CodecError(ValueError):
 # Node register annotation, JSON form (device.MarshalNodeDevices / UnMarshalNodeDevices)
 
 
+def _go_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object keeping its keys in the order of their last occurrence (see `_field`)."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        obj.pop(key, None)
+        obj[key] = value
+    return obj
+
+
 def _field(raw: Mapping[str, Any], name: str) -> Any:
-    """Go's decoder matches JSON keys to struct tags case-insensitively (exact match preferred)."""
-    if name in raw:
-        return raw[name]
+    """Go's decoder matches JSON keys to struct tags case-insensitively; the last matching key wins."""
     lowered = name.lower()
+    found = None
     for key, value in raw.items():
         if key.lower() == lowered:
-            return value
-    return None
+            found = value
+    return found
 
 
 def _int_field(raw: Mapping[str, Any], name: str, low: int, high: int) -> int:
     value = _field(raw, name)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, float):  # Go refuses `1.0` or `1e3` for an integer field
+        raise CodecError(f"invalid {name} field: {value!r} is not an integer")
+    if isinstance(value, bool) or not isinstance(value, int):
         raise CodecError(f"invalid {name} field: expected a number, got {json.dumps(value)}")
-    if isinstance(value, float) and not value.is_integer():
-        raise CodecError(f"invalid {name} field: {value} is not an integer")
-    number = int(value)
+    number = value
     if not low <= number <= high:
         raise CodecError(f"invalid {name} field: {number} out of range [{low}, {high}]")
     return number
@@ -109,9 +118,11 @@ def decode_register_json(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
     memory, null entries and duplicate UUIDs are rejected with a reason (docs/compatibility.md).
     """
     try:
-        raw = json.loads(value)
+        raw = json.loads(value, object_pairs_hook=_go_object)
     except (ValueError, RecursionError) as exc:
         raise CodecError(f"invalid register annotation: {exc}") from None
+    if raw is None:  # Go decodes `null` into an empty list
+        return ()
     if not isinstance(raw, list):
         raise CodecError("invalid register annotation: expected a JSON array of devices")
     devices = []
@@ -180,20 +191,31 @@ def encode_register_json(devices: Iterable[DeviceInfo]) -> str:
         if d.health:
             item["health"] = True
         items.append(item)
-    return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
+    return _go_json(items)
+
+
+# Go's json.Marshal escapes these for safe embedding in HTML/JS; json.dumps does not.
+_GO_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def _go_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_GO_ESCAPES)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Node register annotation, legacy colon form (device.DecodeNodeDevices / EncodeNodeDevices)
 
 
-def _go_parse_int(text: str, field: str, low: int, high: int) -> int:
+def _go_parse_int(text: str, field: str, low: int, high: int, func: str = "ParseInt") -> int:
+    """strconv.ParseInt(text, 10, bits) / strconv.Atoi, with Go's error text."""
     body = text[1:] if text[:1] in "+-" else text
     if not body or not body.isascii() or not body.isdigit():
-        raise CodecError(f'invalid {field} field: strconv.ParseInt: parsing "{text}": invalid syntax')
+        raise CodecError(f'invalid {field} field: strconv.{func}: parsing "{text}": invalid syntax')
     number = int(text)
     if not low <= number <= high:
-        raise CodecError(f'invalid {field} field: strconv.ParseInt: parsing "{text}": value out of range')
+        raise CodecError(f'invalid {field} field: strconv.{func}: parsing "{text}": value out of range')
     return number
 
 
@@ -221,11 +243,11 @@ def decode_register_legacy(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
         count = _go_parse_int(fields[1], "count", INT32_MIN, INT32_MAX)
         devmem = _go_parse_int(fields[2], "memory", INT32_MIN, INT32_MAX)
         devcore = _go_parse_int(fields[3], "core", INT32_MIN, INT32_MAX)
-        numa = _go_parse_int(fields[5], "numa", -(2**63), 2**63 - 1)
+        numa = _go_parse_int(fields[5], "numa", -(2**63), 2**63 - 1, "Atoi")
         health = _go_parse_bool(fields[6])
         index, mode = 0, "hami-core"
         if len(fields) == 9:
-            index = _go_parse_int(fields[7], "index", -(2**63), 2**63 - 1)
+            index = _go_parse_int(fields[7], "index", -(2**63), 2**63 - 1, "Atoi")
             if index < 0:
                 raise CodecError(f"index field must not be negative: {index}")
             mode = fields[8]
@@ -353,7 +375,8 @@ def decode_scoring_weights(value: str | None) -> ScoringWeights:
             raise CodecError(f"invalid device scoring weights {value!r}: unknown entry {part.strip()!r}")
         if key in weights:
             raise CodecError(f"invalid device scoring weights {value!r}: duplicate key {key!r}")
-        if not number.isascii() or not number.isdigit() or int(number) > INT32_MAX:
+        digits = number[1:] if number[:1] in "+-" else number  # strconv.ParseInt(s, 10, 64)
+        if not digits.isascii() or not digits.isdigit() or not 0 <= int(number) <= INT64_MAX:
             raise CodecError(
                 f"invalid device scoring weights {value!r}: {key} must be a non-negative integer"
             )

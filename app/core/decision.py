@@ -140,12 +140,16 @@ def failure_events(failed: Mapping[str, str], candidate_count: int) -> list[str]
 
 
 def success_event(decision: Decision, candidate_count: int, limit: int | None = None) -> str:
-    """FilteringSucceed message: winner, counts and `node:score` of fitting nodes (best first)."""
+    """FilteringSucceed message: winner, counts and `node:score` of fitting nodes.
+
+    HAMi's `genSuccessMsg` lists the nodes in sorted order, so the winner comes last (§4.8); `limit`
+    keeps the last `limit` entries, the winner included.
+    """
     winner = decision.winner
     assert winner is not None
-    listed = list(reversed(decision.ranked))
+    listed = list(decision.ranked)
     if limit is not None:
-        listed = listed[:limit]
+        listed = listed[-limit:] if limit > 0 else []
     scores = ",".join(f"{v.node}:{format_score(v.score)}" for v in listed)
     fit = len(decision.ranked)
     return f"find fit node({winner.node}), {candidate_count - fit} nodes not fit, {fit} nodes fit({scores})"

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 LOCK_ANNOTATION = "hami.io/mutex.lock"
 CONTENTION = "node lock contention"
 
+# Go's time.Parse(time.RFC3339, ...): ASCII digits, an upper-case `T` and `Z` (lower case does not parse).
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})$",
+    re.ASCII,
 )
 
 
@@ -52,7 +56,7 @@ def parse_rfc3339(text: str) -> datetime:
     if match is None:
         raise LockParseError(f'parsing time "{text}" as RFC3339: cannot parse')
     try:
-        return datetime.fromisoformat(text.replace("z", "Z").replace("t", "T"))
+        return datetime.fromisoformat(text)
     except ValueError as exc:
         raise LockParseError(f'parsing time "{text}" as RFC3339: {exc}') from None
 
@@ -177,3 +181,51 @@ def parse_go_duration(text: str) -> timedelta:
     if not parts or "".join(n + u for n, u in parts) != stripped.lstrip("+"):
         raise ValueError(f'time: invalid duration "{text}"')
     return timedelta(seconds=sum(float(n) * units[u] for n, u in parts))
+
+
+BIND_PHASE = "hami.io/bind-phase"
+BIND_TIME = "hami.io/bind-time"
+PHASE_ALLOCATING = "allocating"
+PHASE_SUCCESS = "success"
+PHASE_FAILED = "failed"
+
+
+def classify_holder(
+    pod: Mapping[str, Any] | None,
+    node: str,
+    assigned_node_annotation: str,
+    now: float,
+    stale_after: float = 60.0,
+) -> Holder:
+    """What the pod named in `node`'s lock still needs it for (`now` in unix seconds).
+
+    GONE: deleted, now assigned to another node, or never bound and its bind attempt older than
+    `stale_after` (its bind failed and nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
+    PENDING_ALLOCATION: bound here and waiting for the device plugin's Allocate (bind-phase still
+    `allocating`); ACTIVE: anything else (e.g. its bind is in flight).
+    """
+    if pod is None:
+        return Holder.GONE
+    metadata = pod.get("metadata")
+    raw = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    annotations: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    status = pod.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    if phase in ("Succeeded", "Failed"):
+        return Holder.TERMINAL
+    assigned = annotations.get(assigned_node_annotation)
+    if assigned is not None and assigned != node:
+        return Holder.GONE
+    spec = pod.get("spec")
+    bound_to = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    if bound_to == node and annotations.get(BIND_PHASE) == PHASE_ALLOCATING:
+        return Holder.PENDING_ALLOCATION
+    if not bound_to:
+        stamp = annotations.get(BIND_TIME)
+        try:
+            started = float(stamp) if isinstance(stamp, str) else None
+        except ValueError:
+            started = None
+        if started is not None and now - started > stale_after:
+            return Holder.GONE
+    return Holder.ACTIVE

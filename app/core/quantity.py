@@ -76,9 +76,13 @@ def as_int64(value: object) -> int | None:
 
 
 def ceil_value(value: object) -> int | None:
-    """Go's `Quantity.Value`: rounded up to an integer (clamped to int64); None when unparsable."""
+    """Go's `Quantity.Value`: rounded to an integer away from zero (clamped to int64); None when unparsable.
+
+    "Away from zero": `-0.5` is -1 and `0.5` is 1, as Kubernetes rounds (`inf.RoundUp`).
+    """
     try:
         number = parse(value)
     except QuantityError:
         return None
-    return max(_MIN_INT64, min(_MAX_INT64, math.ceil(number)))
+    rounded = math.ceil(number) if number >= 0 else math.floor(number)
+    return max(_MIN_INT64, min(_MAX_INT64, rounded))

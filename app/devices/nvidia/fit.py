@@ -40,12 +40,11 @@ def mode_allowed(annotations: Mapping[str, str], mode: str) -> bool:
 
 
 def uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
-    """use-gpuuuid (exact, takes precedence) or nouse-gpuuuid (exact exclusion)."""
+    """use-gpuuuid (exact allow-list) and nouse-gpuuuid (exact exclusion) both apply (§3.3, HAMi #1965)."""
     use = _entries(annotations.get(keys.USE_UUID, ""))
-    if use:
-        return uuid in use
-    nouse = _entries(annotations.get(keys.NOUSE_UUID, ""))
-    return uuid not in nouse
+    if use and uuid not in use:
+        return False
+    return uuid not in _entries(annotations.get(keys.NOUSE_UUID, ""))
 
 
 def _go_div(numerator: int, denominator: int) -> int:
@@ -114,8 +113,8 @@ def fit(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext)
             counts[r.CARD_TYPE_MISMATCH] += 1
             continue
         if bind and d.numa != prev_numa:
-            if nums != original and chosen:
-                counts[r.NUMA_NOT_FIT] += 1  # Go adds len(tmpDevs), a map with one vendor key
+            if nums != original:
+                counts[r.NUMA_NOT_FIT] += len(chosen)  # Go: += len(tmpDevs[k.Type]), the discarded run
             nums, prev_numa, chosen = original, d.numa, []
         if not uuid_allowed(annotations, d.id):
             counts[r.CARD_UUID_MISMATCH] += 1
@@ -165,5 +164,5 @@ def fit(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext)
                 return FitOutcome(True, (_worst_connected(ctx.node, chosen),))
             return FitOutcome(True, _best_combination(ctx.node, chosen, original))
     if chosen:
-        counts[r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = 1  # Go assigns len(tmpDevs): one vendor key
+        counts[r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = len(chosen)  # Go: = len(tmpDevs[k.Type])
     return FitOutcome(False, tuple(chosen), r.gen_reason(counts, len(devices)))

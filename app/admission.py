@@ -1,0 +1,34 @@
+"""The Webhook use case: the pure admission decision plus quota usage from the shared ledger (§6).
+
+Stateless apart from reading the ledger view, so every replica may answer admission, leader or not; that
+keeps pod creation working during a failover (HAMi #1954).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.context import Context
+from app.core import quota
+from app.core.admission import AdmissionSettings, admit
+from app.core.review import AdmissionInput, AdmissionOutcome
+
+
+def settings_for(context: Context) -> AdmissionSettings:
+    s = context.settings
+    trusted = s.webhook_trusted_users or AdmissionSettings().trusted_users
+    return AdmissionSettings(s.scheduler_name, s.force_overwrite_default_scheduler, trusted)
+
+
+def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:
+    snapshot = context.refresh()
+    namespace = request.namespace or _namespace(request.pod)
+    limits = snapshot.quota_limits.get(namespace, {}) if snapshot else {}
+    view = quota.build_view({namespace: limits}, {namespace: context.usage.quota_used(namespace)})
+    return admit(request, settings_for(context), context.settings.vendors, view)
+
+
+def _namespace(pod: Any) -> str:
+    metadata = pod.get("metadata") if isinstance(pod, dict) else None
+    value = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) and value else "default"

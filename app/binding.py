@@ -1,0 +1,159 @@
+"""The Bind use case: node lock -> bind-phase `allocating` -> pods/binding (reference §5.1).
+
+Invariants owned here:
+- Every failure after the lock is taken releases OUR lock (never another pod's) and FORGETS the pod's
+  reservation, then answers an Error; a failed bind never leaves a node locked (HAMi #2214, #2305).
+- The node in the bind request must be the node Filter chose (HAMi never checks, quirk #17).
+- The lock is taken whenever any container — init containers included — asks for devices (HAMi skips
+  init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock.
+- A binding whose answer was lost but which happened (the pod is bound to our node) counts as a success,
+  so we never release the lock of a pod the device plugin is about to serve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from app.context import Context
+from app.core import nodelock, pods
+from app.core.decision import ASSIGNED_NODE, binding_success_event
+from app.core.nodelock import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
+from app.core.vendor import InvalidRequest
+from app.k8s import objects
+from app.k8s.errors import ApiError
+from app.k8s.events import NORMAL, WARNING, PodRef
+from app.k8s.nodelock import LockContention, lock_node, release_node_lock
+from app.state.ledger import BOUND
+
+BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
+
+
+@dataclass
+class BindOutcome:
+    error: str = ""
+    phases: dict[str, float] = field(default_factory=dict)
+    lock_waited: float = 0.0
+    lock_contended: bool = False
+    took_over: str = ""
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, *, event: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.event = message if event is None else event
+
+
+def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> None:
+    """Take the node lock, waiting (with jittered backoff) up to HAMI_BIND_LOCK_WAIT under contention."""
+    expire = context.settings.nodelock_expire
+    deadline = time.monotonic() + context.settings.bind_lock_wait
+    delay = 0.05
+    started = time.monotonic()
+    while True:
+        try:
+            acquired = lock_node(context.kube, node, ref.namespace, ref.name, expire, context.now)
+            outcome.took_over = acquired.took_over
+            outcome.lock_waited = time.monotonic() - started
+            return
+        except LockContention as exc:
+            outcome.lock_contended = True
+            if time.monotonic() + delay > deadline:
+                if context.settings.bind_lock_wait > 0:
+                    waited = nodelock.go_duration(timedelta(seconds=context.settings.bind_lock_wait))
+                    message = f"timed out after {waited} waiting for node {node} to be unlocked"
+                    raise _Failed(f"{message}: {nodelock.CONTENTION}") from None
+                raise _Failed(str(exc)) from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+
+
+def _bound_anyway(context: Context, ref: PodRef, node: str) -> bool:
+    """After a failed binding call: did the binding happen (lost answer, or a retried request)?"""
+    try:
+        pod = objects.get_pod(context.kube, ref.namespace, ref.name)
+    except ApiError:
+        return False
+    spec = pod.get("spec") or {}
+    return pods.uid(pod) == ref.uid and isinstance(spec, dict) and spec.get("nodeName") == node
+
+
+def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+    outcome = BindOutcome()
+    status, now = context.status(), context.clock()
+    if not status.may_decide(now):
+        outcome.error = f"hami-scheduler: {status.why_not(now)}; retry later"
+        return outcome
+    ref = PodRef(namespace, name, uid)
+    locked = False
+    try:
+        mark = time.perf_counter()
+        try:
+            pod = objects.get_pod(context.kube, namespace, name)
+        except ApiError as exc:
+            raise _Failed(exc.message, event="") from None
+        outcome.phases["pod_lookup"] = time.perf_counter() - mark
+        if uid and pods.uid(pod) != uid:
+            raise _Failed(
+                f"pod {namespace}/{name} has UID {pods.uid(pod)}, not {uid}: it was recreated", event=""
+            )
+        ref = PodRef(namespace, name, pods.uid(pod))
+        try:
+            requests = pods.pod_requests(pod, context.settings.vendors)
+        except (InvalidRequest, pods.PodError) as exc:
+            raise _Failed(str(exc)) from None
+        assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
+        if requests.any and assigned != node:
+            raise _Failed(f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}")
+        mark = time.perf_counter()
+        try:
+            objects.get_node(context.kube, node)
+        except ApiError:
+            raise _Failed(f"failed to get node {node}") from None
+        outcome.phases["node_lookup"] = time.perf_counter() - mark
+        if requests.any:
+            mark = time.perf_counter()
+            _lock(context, node, ref, outcome)
+            locked = True
+            outcome.phases["lock"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        stamp = {BIND_PHASE: PHASE_ALLOCATING, BIND_TIME: str(int(context.clock()))}
+        try:
+            objects.patch_pod_metadata(context.kube, namespace, name, stamp, uid=ref.uid or None)
+        except ApiError as exc:
+            raise _Failed(exc.message) from None
+        outcome.phases["patch"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        try:
+            objects.bind_pod(context.kube, namespace, name, ref.uid, node)
+        except ApiError as exc:
+            if not _bound_anyway(context, ref, node):
+                raise _Failed(exc.message) from None
+        outcome.phases["binding"] = time.perf_counter() - mark
+    except (_Failed, LockContention, ApiError) as failure:
+        message = failure.message if isinstance(failure, _Failed | ApiError) else str(failure)
+        event = failure.event if isinstance(failure, _Failed) else message
+        _compensate(context, ref, uid, node, locked)
+        if event and context.settings.events_enabled:
+            context.events.record(ref, WARNING, BINDING_FAILED, event)
+        outcome.error = message
+        return outcome
+    context.ledger.set_state(ref.uid, BOUND)
+    if context.settings.events_enabled:
+        context.events.record(ref, NORMAL, BINDING_SUCCEED, binding_success_event(node, namespace, name))
+    return outcome
+
+
+def _compensate(context: Context, ref: PodRef, uid: str, node: str, locked: bool) -> None:
+    """Release our lock (only ours) and forget the reservation; each step is attempted even if one fails."""
+    if locked:
+        # If even the release fails, the next binder takes the lock over once this unbound holder's bind
+        # attempt is stale (app.core.nodelock.classify_holder).
+        with contextlib.suppress(ApiError):
+            release_node_lock(context.kube, node, ref.namespace, ref.name)
+    for key in {uid, ref.uid} - {""}:
+        context.ledger.forget(key)

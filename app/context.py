@@ -1,0 +1,55 @@
+"""Everything one Gunicorn worker process uses to serve requests, built once after fork.
+
+The use cases (filtering, binding, admission) receive this context; it owns the process's API client, its
+ledger connection, its in-memory usage view and inventory copy, the event recorder and the clock. Nothing
+here decides anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from app.k8s.client import Kube
+from app.k8s.events import EventRecorder
+from app.state.inventory import InventoryCache
+from app.state.ledger import Ledger
+from app.state.snapshot import Snapshot
+from app.state.status import ReplicaStatus
+from app.state.usage import UsageView
+from config.settings import Settings
+
+
+@dataclass
+class Context:
+    settings: Settings
+    kube: Kube
+    ledger: Ledger
+    inventory: InventoryCache
+    usage: UsageView
+    events: EventRecorder
+    clock: Callable[[], float] = time.time
+    _status: tuple[float, ReplicaStatus] | None = field(default=None, repr=False)
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def status(self) -> ReplicaStatus:
+        """The replica status rows, re-read at most every 250 ms (one tuple swap: safe across threads)."""
+        cached, now = self._status, time.monotonic()
+        if cached is None or now - cached[0] > 0.25:
+            cached = (now, ReplicaStatus.from_rows(self.ledger.status()))
+            self._status = cached
+        return cached[1]
+
+    def refresh(self) -> Snapshot | None:
+        """Bring the usage view up to date with the ledger; return the current inventory."""
+        self.usage.refresh(self.ledger)
+        return self.inventory.current()
+
+    def close(self) -> None:
+        self.events.close()
+        self.ledger.close()
+        self.kube.close()

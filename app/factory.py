@@ -1,0 +1,68 @@
+"""The Flask app factory: settings, the per-process context, blueprints, metrics, error handling.
+
+Called once in each Gunicorn worker after fork (no preload), so the API client, the ledger connection and
+the caches it builds belong to that worker alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException
+
+from app import logs
+from app.context import Context
+from app.k8s.client import connect
+from app.k8s.events import EventRecorder
+from app.metrics import StateCollector, init_metrics
+from app.routes import debug, extender, health, webhook
+from app.routes.common import CONTEXT_KEY, json_response
+from app.state.inventory import InventoryCache
+from app.state.ledger import Ledger
+from app.state.snapshot import Snapshot
+from app.state.status import ReplicaStatus
+from app.state.usage import UsageView
+from config.settings import Settings, load_settings
+
+logger = logging.getLogger(__name__)
+
+
+def build_context(settings: Settings) -> Context:
+    kube = connect(settings.kubeconfig)
+    return Context(
+        settings=settings,
+        kube=kube,
+        ledger=Ledger(settings.state_dir),
+        inventory=InventoryCache(settings.state_dir),
+        usage=UsageView(),
+        events=EventRecorder(kube, settings.scheduler_name, settings.pod_name),
+    )
+
+
+def create_app(settings: Settings | None = None, context: Context | None = None) -> Flask:
+    settings = settings or load_settings()
+    logs.setup(settings.log_level)
+    ctx = context or build_context(settings)
+    app = Flask("hami-scheduler")
+    app.extensions[CONTEXT_KEY] = ctx
+    for blueprint in (extender.blueprint, webhook.blueprint, health.blueprint, debug.blueprint):
+        app.register_blueprint(blueprint)
+
+    def read_state() -> tuple[Snapshot | None, UsageView, ReplicaStatus]:
+        snapshot = ctx.refresh()
+        return snapshot, ctx.usage, ctx.status()
+
+    init_metrics(app, StateCollector(read_state, time.time))
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        return json_response({"Error": error.description or error.name}, error.code or 400)
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception) -> Response:
+        logger.exception("unexpected error")
+        return json_response({"Error": f"internal error: {type(error).__name__}"}, 200)
+
+    return app

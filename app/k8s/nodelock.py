@@ -1,0 +1,122 @@
+"""HAMi's node lock on the API: a compare-and-swap of `hami.io/mutex.lock` on the node's resourceVersion.
+
+The rules (who may take the lock) are pure, in `app.core.nodelock`; this module does the GETs and the
+conditional PATCHes. A 409 means someone changed the node between our GET and PATCH: we re-read and decide
+again. A lost answer to a successful PATCH is recognised on the next read (the lock is ours: re-entry).
+Retries back off exponentially with jitter (HAMi #2589: fixed intervals make binds stampede). We only ever
+delete a lock that is ours.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from app.core import nodelock
+from app.core.decision import ASSIGNED_NODE
+from app.core.nodelock import LOCK_ANNOTATION, Holder, Verdict
+from app.k8s import objects
+from app.k8s.client import Kube
+from app.k8s.errors import ApiError
+
+
+class LockContention(Exception):
+    """Another pod holds the node's lock; retryable. The message is HAMi's contention text."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """HAMi's retry.OnError backoff: 5 steps from 100 ms, factor 2, jitter 0.5."""
+
+    steps: int = 5
+    first: float = 0.1
+    factor: float = 2.0
+    jitter: float = 0.5
+
+    def delays(self) -> list[float]:
+        return [
+            self.first * self.factor**i * (1 + self.jitter * random.random()) for i in range(self.steps - 1)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    value: str
+    took_over: str = ""  # why an existing lock was replaced, for logs and metrics
+    reentered: bool = False
+
+
+def _holder(kube: Kube, node: str, value: str, now: datetime) -> Holder:
+    lock = nodelock.parse_lock(value)
+    try:
+        pod = objects.get_pod(kube, lock.namespace, lock.name)
+    except ApiError as exc:
+        if exc.not_found:
+            return Holder.GONE
+        raise
+    return nodelock.classify_holder(pod, node, ASSIGNED_NODE, now.timestamp())
+
+
+def lock_node(
+    kube: Kube,
+    node: str,
+    namespace: str,
+    name: str,
+    expire: timedelta,
+    now: Callable[[], datetime],
+    backoff: Backoff = Backoff(),
+) -> Acquired:
+    """Take `node`'s lock for pod `namespace/name`; raises LockContention or ApiError."""
+    last: ApiError | None = None
+    for delay in [*backoff.delays(), None]:
+        try:
+            current = objects.get_node(kube, node)
+            value = objects.annotations_of(current).get(LOCK_ANNOTATION)
+            moment = now()
+            decision = nodelock.decide(value, namespace, name, moment, expire)
+            if decision.verdict is Verdict.NEED_HOLDER:
+                assert value is not None
+                holder = _holder(kube, node, value, moment)
+                decision = nodelock.decide(value, namespace, name, moment, expire, holder)
+            if decision.verdict is Verdict.CONTENDED:
+                raise LockContention(nodelock.contention_message(node, expire))
+            if decision.verdict is Verdict.REENTER:
+                assert value is not None
+                return Acquired(value, reentered=True)
+            new_value = nodelock.format_lock(moment, namespace, name)
+            objects.patch_node_annotations(
+                kube, node, {LOCK_ANNOTATION: new_value}, resource_version=objects.resource_version(current)
+            )
+            return Acquired(new_value, took_over=decision.why if value is not None else "")
+        except ApiError as exc:
+            last = exc
+            if delay is None or exc.not_found:
+                break
+            time.sleep(delay)
+    assert last is not None
+    raise ApiError(last.status, last.reason, f"failed to set node lock (node={node}): {last.message}")
+
+
+def release_node_lock(kube: Kube, node: str, namespace: str, name: str, backoff: Backoff = Backoff()) -> bool:
+    """Delete `node`'s lock if (and only if) pod `namespace/name` holds it; True if a lock was removed."""
+    last: ApiError | None = None
+    for delay in [*backoff.delays(), None]:
+        try:
+            current = objects.get_node(kube, node)
+            value = objects.annotations_of(current).get(LOCK_ANNOTATION)
+            if value is None or not nodelock.is_owned_by(value, namespace, name):
+                return False
+            objects.patch_node_annotations(
+                kube, node, {LOCK_ANNOTATION: None}, resource_version=objects.resource_version(current)
+            )
+            return True
+        except ApiError as exc:
+            last = exc
+            if delay is None or exc.not_found:
+                break
+            time.sleep(delay)
+    assert last is not None
+    raise last

@@ -1,0 +1,74 @@
+"""GET /debug/state[?node=N]: what this replica's cache believes, read-only (HAMi #2923 asks for this).
+
+Without `node`: counts and the replica status. With `node`: its registered devices, the usage counted on
+each device, the reservations that make it up, and why the node is unusable if it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flask import Blueprint, Response, request
+
+from app.core.model import DeviceUse
+from app.routes.common import context, json_response
+
+blueprint = Blueprint("debug", __name__)
+
+
+@blueprint.get("/debug/state")
+def state() -> Response:
+    ctx = context()
+    snapshot = ctx.refresh()
+    view = ctx.usage
+    node = request.args.get("node")
+    status = dataclasses.asdict(ctx.status())
+    if not node:
+        return json_response(
+            {
+                "status": status,
+                "generation": snapshot.generation if snapshot else None,
+                "nodes": len(snapshot.nodes) if snapshot else 0,
+                "unusable": dict(snapshot.broken) if snapshot else {},
+                "reservations": len(view.entries),
+            }
+        )
+    record = snapshot.nodes.get(node) if snapshot else None
+    use = view.node_use(node)
+    devices = []
+    for d in record.devices.devices if record else ():
+        taken = use.get(d.id, DeviceUse())
+        devices.append(
+            {
+                "uuid": d.id,
+                "index": d.index,
+                "type": d.type,
+                "health": d.health,
+                "cordoned": d.id in record.devices.cordoned if record else False,
+                "count": d.count,
+                "memory": d.devmem,
+                "cores": d.devcore,
+                "used": {"slots": taken.slots, "memory": taken.mem, "cores": taken.cores},
+            }
+        )
+    reservations = [
+        {
+            "uid": e.uid,
+            "pod": f"{e.namespace}/{e.name}",
+            "state": e.state,
+            "allocation": e.allocation,
+            "devices": {uuid: dataclasses.asdict(u) for uuid, u in e.uses.items()},
+        }
+        for e in view.entries.values()
+        if e.node == node
+    ]
+    return json_response(
+        {
+            "node": node,
+            "registered": record is not None,
+            "unusable": snapshot.broken.get(node) if snapshot else None,
+            "zone": record.zone if record else None,
+            "devices": devices,
+            "reservations": reservations,
+        }
+    )

@@ -1,0 +1,101 @@
+"""POST /filter and POST /bind: kube-scheduler's extender verbs (reference §1.2).
+
+HTTP contract: no body -> 400 with a text message; anything else -> 200 with the result, errors in the
+`Error` field (bad JSON, missing pod, a decision error). Never a 5xx: an unexpected exception is logged and
+answered as an Error too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flask import Blueprint, Response
+
+from app.binding import bind_pod
+from app.filtering import filter_pod
+from app.metrics import (
+    BIND_RESULTS,
+    BIND_SECONDS,
+    FILTER_DENIALS,
+    FILTER_RESULTS,
+    FILTER_SECONDS,
+    LOCK_CONTENTION,
+    LOCK_TAKEOVERS,
+    LOCK_WAIT,
+    observe_phases,
+)
+from app.routes.common import BodyError, context, json_body, json_response, text_response
+from app.routes.wire import BindingArgs, ExtenderArgs, WireError, binding_result, filter_result
+
+logger = logging.getLogger(__name__)
+blueprint = Blueprint("extender", __name__)
+
+
+@blueprint.post("/filter")
+def filter_route() -> Response:
+    started = time.perf_counter()
+    ctx = context()
+    try:
+        args = ExtenderArgs.parse(json_body(ctx.settings.http.max_body_bytes))
+    except BodyError as exc:
+        if exc.missing:
+            return text_response(exc.message, 400)
+        FILTER_RESULTS.labels("error").inc()
+        return json_response(filter_result(error=exc.message))
+    except WireError as exc:
+        FILTER_RESULTS.labels("error").inc()
+        return json_response(filter_result(error=str(exc)))
+    decoded = time.perf_counter() - started
+    try:
+        outcome = filter_pod(ctx, args.pod, args.node_names, args.nodes)
+    except Exception as exc:  # the HTTP contract: never a 5xx
+        logger.exception("filter failed unexpectedly")
+        FILTER_RESULTS.labels("error").inc()
+        return json_response(filter_result(error=f"internal error: {type(exc).__name__}: {exc}"))
+    result = (
+        "error" if outcome.error else "placed" if (outcome.node_names or outcome.nodes) else "unschedulable"
+    )
+    FILTER_RESULTS.labels(result).inc()
+    if outcome.denial:
+        FILTER_DENIALS.labels(outcome.denial).inc()
+    observe_phases(FILTER_SECONDS, {"decode": decoded, **outcome.phases}, time.perf_counter() - started)
+    return json_response(
+        filter_result(
+            node_names=outcome.node_names, nodes=outcome.nodes, failed=outcome.failed, error=outcome.error
+        )
+    )
+
+
+@blueprint.post("/bind")
+def bind_route() -> Response:
+    started = time.perf_counter()
+    ctx = context()
+    try:
+        args = BindingArgs.parse(json_body(ctx.settings.http.max_body_bytes))
+    except BodyError as exc:
+        if exc.missing:
+            return text_response(exc.message, 400)
+        BIND_RESULTS.labels("error").inc()
+        return json_response(binding_result(exc.message))
+    except WireError as exc:
+        BIND_RESULTS.labels("error").inc()
+        return json_response(binding_result(str(exc)))
+    if not args.pod_name or not args.node:
+        BIND_RESULTS.labels("error").inc()
+        return json_response(binding_result("extender binding args need PodName and Node"))
+    try:
+        outcome = bind_pod(ctx, args.pod_namespace or "default", args.pod_name, args.pod_uid, args.node)
+    except Exception as exc:  # the HTTP contract: never a 5xx
+        logger.exception("bind failed unexpectedly")
+        BIND_RESULTS.labels("error").inc()
+        return json_response(binding_result(f"internal error: {type(exc).__name__}: {exc}"))
+    BIND_RESULTS.labels("error" if outcome.error else "bound").inc()
+    if outcome.lock_contended:
+        LOCK_CONTENTION.inc()
+    if "lock" in outcome.phases:
+        LOCK_WAIT.observe(outcome.lock_waited)
+    if outcome.took_over:
+        LOCK_TAKEOVERS.labels(outcome.took_over.split(" ")[0]).inc()
+    observe_phases(BIND_SECONDS, outcome.phases, time.perf_counter() - started)
+    return json_response(binding_result(outcome.error))

@@ -1,0 +1,29 @@
+"""GET /healthz (the process answers) and GET /readyz (this replica may decide: leader, synced, fresh).
+
+Only the leader is Ready, so the Service routes kube-scheduler and webhook traffic to it (HAMi answers 200
+everywhere, quirk #14). The body says why a replica is not ready.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from app.routes.common import context, text_response
+
+blueprint = Blueprint("health", __name__)
+
+
+@blueprint.get("/healthz")
+def healthz() -> Response:
+    return text_response("ok", 200)
+
+
+@blueprint.get("/readyz")
+def readyz() -> Response:
+    ctx = context()
+    status, now = ctx.status(), ctx.clock()
+    if not status.may_decide(now):
+        return text_response(f"not ready: {status.why_not(now)}", 503)
+    if ctx.inventory.current() is None:
+        return text_response("not ready: no node inventory published yet", 503)
+    return text_response("ok", 200)

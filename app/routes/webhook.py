@@ -1,0 +1,49 @@
+"""POST /webhook: the mutating admission webhook (AdmissionReview v1 and v1beta1, reference §1.2).
+
+As controller-runtime does for HAMi: a body that is not an AdmissionReview, or a Content-Type other than
+application/json, is answered with HTTP 200 and `allowed: false, status.code: 400` in the review.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flask import Blueprint, Response, request
+
+from app.admission import review
+from app.core.review import V1, ReviewError, errored, parse_review, review_response
+from app.metrics import WEBHOOK_RESULTS, WEBHOOK_SECONDS
+from app.routes.common import BodyError, context, json_body, json_response
+
+logger = logging.getLogger(__name__)
+blueprint = Blueprint("webhook", __name__)
+
+
+def _bad_request(message: str, api_version: str = V1, uid: str = "") -> Response:
+    WEBHOOK_RESULTS.labels("bad-request").inc()
+    return json_response(review_response(errored(400, message), uid, api_version))
+
+
+@blueprint.post("/webhook")
+def webhook() -> Response:
+    started = time.perf_counter()
+    ctx = context()
+    content_type = (request.mimetype or "").lower()
+    if content_type != "application/json":
+        return _bad_request(f"contentType={request.content_type}, expected application/json")
+    try:
+        body = json_body(ctx.settings.http.max_body_bytes)
+        admission = parse_review(body)
+    except BodyError as exc:
+        return _bad_request("request body is empty" if exc.missing else exc.message)
+    except ReviewError as exc:
+        return _bad_request(str(exc))
+    try:
+        outcome = review(ctx, admission)
+    except Exception as exc:  # never a 5xx, never a hang: answer and log
+        logger.exception("admission failed unexpectedly")
+        outcome = errored(500, f"internal error: {type(exc).__name__}: {exc}")
+    WEBHOOK_RESULTS.labels("allowed" if outcome.allowed else "denied").inc()
+    WEBHOOK_SECONDS.observe(time.perf_counter() - started)
+    return json_response(review_response(outcome, admission.uid, admission.api_version))

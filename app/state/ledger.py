@@ -1,0 +1,290 @@
+"""The reservation ledger: one SQLite WAL file shared by every Gunicorn worker and the registration worker.
+
+It caches what pod annotations say (the API server is the truth) plus the in-flight decisions that are not
+on the API yet. One row per pod UID: node, per-device use and quota use, and a state:
+`assumed` (filter chose it, annotations being written) -> `confirmed` (annotations on the pod) -> `bound`.
+
+Invariant 1 (never hand out the same capacity twice, across processes) lives in `assume`: the check of the
+chosen node against every other reservation and the insert happen in one `BEGIN IMMEDIATE` transaction,
+which holds SQLite's single write lock. Python's default sqlite3 transactions would let a read-then-insert
+race (research/ecosystem.md §3.1), so connections use `isolation_level=None` and explicit transactions.
+
+Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
+view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
+One connection per process, opened after fork.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from app.core.model import DeviceUse
+
+LEDGER_FILE = "ledger.db"
+ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS reservations (
+    uid TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    node TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('assumed', 'confirmed', 'bound')),
+    uses BLOB NOT NULL,
+    quota BLOB NOT NULL,
+    allocation TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reservations_node ON reservations (node);
+CREATE INDEX IF NOT EXISTS reservations_namespace ON reservations (namespace);
+CREATE INDEX IF NOT EXISTS reservations_seq ON reservations (seq);
+CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, uid TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
+"""
+_COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    state: str
+    uses: Mapping[str, DeviceUse]
+    quota: Mapping[str, int] = field(default_factory=dict)
+    allocation: str = ""
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed since a reader's sequence number; `full` means: drop everything and take `entries`."""
+
+    entries: tuple[Entry, ...]
+    removed: tuple[str, ...]
+    seq: int
+    epoch: int
+    full: bool
+
+
+def _encode_uses(uses: Mapping[str, DeviceUse]) -> bytes:
+    return orjson.dumps([[uuid, u.slots, u.mem, u.cores] for uuid, u in sorted(uses.items())])
+
+
+def _decode_uses(raw: bytes) -> dict[str, DeviceUse]:
+    return {uuid: DeviceUse(slots, mem, cores) for uuid, slots, mem, cores in orjson.loads(raw)}
+
+
+def _entry(row: tuple[object, ...]) -> Entry:
+    uid, namespace, name, node, state, uses, quota, allocation, updated_at = row
+    return Entry(
+        str(uid),
+        str(namespace),
+        str(name),
+        str(node),
+        str(state),
+        _decode_uses(uses),  # type: ignore[arg-type]
+        orjson.loads(quota),  # type: ignore[arg-type]
+        str(allocation),
+        float(updated_at),  # type: ignore[arg-type]
+    )
+
+
+class Ledger:
+    """One process's connection to the shared ledger; threads of the process take turns on it (an RLock
+    around every statement and transaction), processes coordinate through SQLite's locks."""
+
+    def __init__(self, state_dir: Path, *, timeout: float = 10.0) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = state_dir / LEDGER_FILE
+        self._writes = 0
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self.transaction():
+            for statement in _SCHEMA.strip().split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE takes the write lock first, so nothing read inside can go stale before COMMIT;
+        a read transaction (BEGIN) sees one consistent snapshot of the WAL."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            if write:
+                self._writes += 1
+
+    # -- sequence bookkeeping ---------------------------------------------------------------------------
+
+    def _next_seq(self, db: sqlite3.Connection) -> int:
+        (seq,) = db.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value").fetchone()
+        return int(seq)
+
+    def _put(self, db: sqlite3.Connection, entry: Entry) -> None:
+        db.execute(
+            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.uid,
+                entry.namespace,
+                entry.name,
+                entry.node,
+                entry.state,
+                _encode_uses(entry.uses),
+                orjson.dumps(dict(entry.quota)),
+                entry.allocation,
+                entry.updated_at,
+                self._next_seq(db),
+            ),
+        )
+
+    def _delete(self, db: sqlite3.Connection, uid: str) -> bool:
+        if db.execute("DELETE FROM reservations WHERE uid = ?", (uid,)).rowcount == 0:
+            return False
+        db.execute("INSERT INTO tombstones (seq, uid) VALUES (?, ?)", (self._next_seq(db), uid))
+        return True
+
+    # -- the decision path ------------------------------------------------------------------------------
+
+    def node_entries(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Entry]:
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid)
+        )
+        return [_entry(row) for row in rows]
+
+    def namespace_entries(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> list[Entry]:
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM reservations WHERE namespace = ? AND uid != ?", (namespace, exclude_uid)
+        )
+        return [_entry(row) for row in rows]
+
+    def assume(
+        self, uid: str, node: str, namespace: str, check: Callable[[list[Entry], list[Entry]], Entry | None]
+    ) -> Entry | None:
+        """Atomically re-check and reserve: `check(node_entries, namespace_entries)` sees every OTHER
+        reservation on `node` and in `namespace` as committed now, and returns the entry to store (replacing
+        this pod's previous one) or None when the pod no longer fits there.
+        """
+        with self.transaction() as db:
+            entry = check(self.node_entries(db, node, uid), self.namespace_entries(db, namespace, uid))
+            if entry is not None:
+                self._put(db, entry)
+            return entry
+
+    def get(self, uid: str) -> Entry | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE uid = ?", (uid,)).fetchone()
+        return _entry(row) if row else None
+
+    def set_state(self, uid: str, state: str, *, only_from: Iterable[str] = ()) -> bool:
+        """Move a reservation to `state` (optionally only from the given states); False if absent."""
+        with self.transaction() as db:
+            row = db.execute("SELECT state FROM reservations WHERE uid = ?", (uid,)).fetchone()
+            allowed = tuple(only_from)
+            if row is None or (allowed and row[0] not in allowed):
+                return False
+            if row[0] != state:
+                db.execute(
+                    "UPDATE reservations SET state = ?, seq = ? WHERE uid = ?",
+                    (state, self._next_seq(db), uid),
+                )
+            return True
+
+    def forget(self, uid: str) -> bool:
+        """Remove one reservation (the failure path of filter and bind); True if there was one."""
+        with self.transaction() as db:
+            return self._delete(db, uid)
+
+    # -- reconciliation (registration worker) -----------------------------------------------------------
+
+    def upsert(self, entries: Iterable[Entry]) -> None:
+        with self.transaction() as db:
+            for entry in entries:
+                self._put(db, entry)
+
+    def remove(self, uids: Iterable[str]) -> int:
+        with self.transaction() as db:
+            return sum(self._delete(db, uid) for uid in uids)
+
+    def replace_all(self, entries: Iterable[Entry]) -> None:
+        """A rebuild: the ledger becomes exactly `entries`; readers see a new epoch and reload."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM reservations")
+            db.execute("DELETE FROM tombstones")
+            for entry in entries:
+                self._put(db, entry)
+            db.execute("UPDATE meta SET value = value + 1 WHERE key = 'epoch'")
+            db.execute(
+                "UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'seq') WHERE key = 'pruned'"
+            )
+
+    def all_entries(self) -> list[Entry]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM reservations ORDER BY uid").fetchall()
+        return [_entry(row) for row in rows]
+
+    # -- incremental readers ----------------------------------------------------------------------------
+
+    def data_version(self) -> tuple[int, int]:
+        """Changes whenever anyone commits: SQLite's data_version covers other connections, and our own
+        commits are counted here (data_version does not change for the connection's own writes)."""
+        with self._lock:
+            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+            return (int(version), self._writes)
+
+    def changes_since(self, seq: int, epoch: int) -> Changes:
+        with self.transaction(write=False) as db:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            current, current_epoch, pruned = int(meta["seq"]), int(meta["epoch"]), int(meta["pruned"])
+            if current_epoch != epoch or seq < pruned:
+                rows = db.execute(f"SELECT {_COLUMNS} FROM reservations")
+                return Changes(tuple(_entry(r) for r in rows), (), current, current_epoch, True)
+            rows = db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE seq > ?", (seq,))
+            entries = tuple(_entry(r) for r in rows)
+            removed = tuple(uid for (uid,) in db.execute("SELECT uid FROM tombstones WHERE seq > ?", (seq,)))
+            return Changes(entries, removed, current, current_epoch, False)
+
+    def prune_tombstones(self, keep: int = 100_000) -> None:
+        """Forget old deletions; readers further behind than the prune point reload fully."""
+        with self.transaction() as db:
+            (current,) = db.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()
+            cutoff = int(current) - keep
+            if cutoff > 0:
+                db.execute("DELETE FROM tombstones WHERE seq <= ?", (cutoff,))
+                db.execute("UPDATE meta SET value = MAX(value, ?) WHERE key = 'pruned'", (cutoff,))
+
+    # -- status rows (leader, lease, synced, heartbeat) -------------------------------------------------
+
+    def set_status(self, values: Mapping[str, object]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO status (key, value) VALUES (?, ?)",
+                [(key, orjson.dumps(value)) for key, value in values.items()],
+            )
+
+    def status(self) -> dict[str, object]:
+        with self._lock:
+            rows = self._db.execute("SELECT key, value FROM status").fetchall()
+        return {key: orjson.loads(value) for key, value in rows}

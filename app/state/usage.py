@@ -1,0 +1,102 @@
+"""A process's in-memory view of the ledger: device usage per node and quota usage per namespace.
+
+Refreshed incrementally from the ledger's change log, so a filter call reads usage from memory instead of
+summing rows. The view is a hint: the decision it feeds is re-checked against the ledger inside the assume
+transaction. Per-node maps are replaced, never mutated, so a reader holding one is never disturbed by a
+concurrent refresh (gthread workers run several requests at once).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+from app.core.model import DeviceUse, NodeUse
+from app.state.ledger import Changes, Entry, Ledger
+
+
+def _add(target: dict[str, DeviceUse], uses: Mapping[str, DeviceUse], sign: int) -> None:
+    for uuid, use in uses.items():
+        current = target.get(uuid, DeviceUse())
+        updated = DeviceUse(
+            current.slots + sign * use.slots, current.mem + sign * use.mem, current.cores + sign * use.cores
+        )
+        if updated == DeviceUse():
+            target.pop(uuid, None)
+        else:
+            target[uuid] = updated
+
+
+class UsageView:
+    def __init__(self) -> None:
+        self.entries: dict[str, Entry] = {}
+        self.nodes: dict[str, Mapping[str, DeviceUse]] = {}
+        self.quota: dict[str, dict[str, int]] = {}
+        self.seq = 0
+        self.epoch = 0
+        self.version = (-1, -1)  # ledger data_version at the last refresh
+        self._lock = threading.Lock()
+
+    def node_use(self, node: str) -> NodeUse:
+        return self.nodes.get(node, {})
+
+    def quota_used(self, namespace: str, exclude_uid: str = "") -> dict[str, int]:
+        used = dict(self.quota.get(namespace, {}))
+        entry = self.entries.get(exclude_uid)
+        if entry is not None and entry.namespace == namespace:
+            for name, amount in entry.quota.items():
+                used[name] = used.get(name, 0) - amount
+        return used
+
+    def refresh(self, ledger: Ledger) -> set[str]:
+        """Apply the ledger's changes since the last refresh; returns the nodes whose usage changed."""
+        with self._lock:
+            version = ledger.data_version()
+            if version == self.version and self.epoch:
+                return set()
+            changes = ledger.changes_since(self.seq, self.epoch)
+            self.version = version
+            return self._apply(changes)
+
+    def _apply(self, changes: Changes) -> set[str]:
+        touched: dict[str, dict[str, DeviceUse]] = {}
+
+        def node(name: str) -> dict[str, DeviceUse]:
+            if name not in touched:
+                touched[name] = dict(self.nodes.get(name, {}))
+            return touched[name]
+
+        if changes.full:
+            touched = {name: {} for name in self.nodes}
+            self.entries, self.quota = {}, {}
+        for uid in changes.removed:
+            self._drop(uid, node)
+        for entry in changes.entries:
+            self._drop(entry.uid, node)
+            self.entries[entry.uid] = entry
+            _add(node(entry.node), entry.uses, +1)
+            quota = self.quota.setdefault(entry.namespace, {})
+            for name, amount in entry.quota.items():
+                quota[name] = quota.get(name, 0) + amount
+        for name, uses in touched.items():
+            if uses:
+                self.nodes[name] = uses
+            else:
+                self.nodes.pop(name, None)
+        self.seq, self.epoch = changes.seq, changes.epoch
+        return set(touched)
+
+    def _drop(self, uid: str, node: Callable[[str], dict[str, DeviceUse]]) -> None:
+        old = self.entries.pop(uid, None)
+        if old is None:
+            return
+        _add(node(old.node), old.uses, -1)
+        quota = self.quota.get(old.namespace, {})
+        for name, amount in old.quota.items():
+            quota[name] = quota.get(name, 0) - amount
+
+    def load(self, entries: Iterable[Entry]) -> None:
+        """Replace the view with `entries` (tests and rebuild comparisons)."""
+        with self._lock:
+            self.entries, self.nodes, self.quota = {}, {}, {}
+            self._apply(Changes(tuple(entries), (), self.seq, self.epoch, False))
