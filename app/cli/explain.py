@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.cli.common import CliError, decode_nodes, dump_json, load_cluster, load_pod, load_vendors
-from app.core import quota, reservations
+from app.core import pods, quota, reservations
 from app.core.codec import CodecError, encode_container_devices
 from app.core.decision import (
     Decision,
@@ -94,7 +94,7 @@ def evaluate(args: argparse.Namespace) -> Explanation:
         else [node_name(n) for n in cluster.nodes]
     )
     try:
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        uid = pods.uid(pod)  # raises PodError (not AttributeError) when metadata is not an object
         held = _reservations(cluster.pods, vendors, uid)
         limits = quota.quota_limits(cluster.quotas, vendors)
         view = quota.build_view(limits, reservations.quota_used(held))

@@ -62,11 +62,13 @@ def _pair_score(node: NodeDevices, a: str, b: str) -> int:
 
 def _worst_connected(node: NodeDevices, chosen: Sequence[ContainerDevice]) -> ContainerDevice:
     """The single candidate with the lowest summed pair score to the others (first wins ties)."""
-    worst, worst_score = chosen[0], -1
+    worst: ContainerDevice | None = None
+    worst_score = 0
     for one in chosen:
         total = sum(_pair_score(node, one.uuid, other.uuid) for other in chosen if other.uuid != one.uuid)
-        if worst_score == -1 or total < worst_score:
+        if worst is None or total < worst_score:
             worst, worst_score = one, total
+    assert worst is not None
     return worst
 
 
@@ -74,16 +76,17 @@ def _best_combination(
     node: NodeDevices, chosen: Sequence[ContainerDevice], size: int
 ) -> tuple[ContainerDevice, ...]:
     """The combination (in candidate order) with the highest summed pairwise score (first wins ties)."""
-    best: tuple[ContainerDevice, ...] = ()
-    best_score = -1
+    best: tuple[ContainerDevice, ...] | None = None
+    best_score = 0
     for combo in combinations(chosen, size):
         total = sum(
             _pair_score(node, combo[i].uuid, combo[j].uuid)
             for i in range(len(combo) - 1)
             for j in range(i + 1, len(combo))
         )
-        if total > best_score:
+        if best is None or total > best_score:  # HAMi: `!found || totalScore > bestScore`
             best, best_score = combo, total
+    assert best is not None
     return best
 
 

@@ -1,0 +1,135 @@
+"""Hypothesis strategies for whole decisions: random nodes, existing usage, pods and policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core_builders import ctr, gpu, node, pod
+from hypothesis import strategies as st
+
+from app.core.model import DeviceInfo, DeviceUse, NodeDevices
+
+GPU_POLICIES = [
+    "spread",
+    "binpack",
+    "mutex",
+    "topology-aware",
+    "numa",
+    "binpack,numa",
+    "numa,binpack",
+    "spread,numa",
+    "mutex,topology-aware",
+    "binpack,mutex",
+    "",
+    "unknown",
+]
+NODE_POLICIES = ["binpack", "spread"]
+# surrogates cannot be encoded as UTF-8, so no annotation can hold them
+NO_SURROGATES: tuple[Literal["Cs"], ...] = ("Cs",)
+TYPES = [
+    "NVIDIA-Tesla V100-PCIE-32GB",
+    "NVIDIA-Tesla V100-PCIE-32GB",
+    "NVIDIA A100-SXM4-40GB",
+    "NVIDIA A100-SXM4-40GB",
+    "NVIDIA",
+    "Tesla T4",
+]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    nodes: tuple[NodeDevices, ...]
+    usage: dict[str, dict[str, DeviceUse]]
+    pod: dict[str, Any]
+    gpu_policy: str
+    node_policy: str
+
+
+@st.composite
+def devices(draw: st.DrawFn, prefix: str) -> tuple[DeviceInfo, ...]:
+    size = draw(st.sampled_from([1, 2, 3, 4, 4]))
+    result = []
+    for index in range(size):
+        uuid = f"{prefix}-GPU-{index}"
+        result.append(
+            gpu(
+                uuid,
+                index,
+                count=draw(st.sampled_from([0, 1, 2, 4, 10, 10, 10])),
+                mem=draw(st.sampled_from([0, 1000, 8000, 16384, 32768, 32768, 40960])),
+                core=draw(st.sampled_from([0, 50, 100, 100, 100, 200])),
+                type=draw(st.sampled_from(TYPES)),
+                numa=draw(st.integers(0, 1)),
+                mode=draw(st.sampled_from(["hami-core"] * 8 + ["mig", ""])),
+                health=draw(st.sampled_from([True] * 9 + [False])),
+                pair={
+                    f"{prefix}-GPU-{other}": draw(st.integers(0, 200))
+                    for other in range(size)
+                    if other != index
+                },
+            )
+        )
+    return tuple(result)
+
+
+@st.composite
+def existing_use(draw: st.DrawFn, devs: tuple[DeviceInfo, ...]) -> dict[str, DeviceUse]:
+    """Usage of other pods; may exceed capacity (a device that is over-committed must never be chosen)."""
+    use = {}
+    for d in devs:
+        if draw(st.integers(0, 2)) == 0:
+            use[d.id] = DeviceUse(
+                draw(st.integers(0, max(d.count, 1))),
+                draw(st.integers(0, d.devmem + 1000)),
+                draw(st.integers(0, d.devcore + 10)),
+            )
+    return use
+
+
+@st.composite
+def gpu_container(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    if draw(st.integers(0, 3)) == 0:
+        return ctr(name)  # asks for no GPU at all
+    return ctr(
+        name,
+        gpu=draw(st.sampled_from([1, 1, 1, 2, 2, 3])),
+        mem=draw(st.none() | st.sampled_from([0, 500, 1000, 3000, 9000, 20000])),
+        pct=draw(st.none() | st.none() | st.sampled_from([0, 25, 50, 100, 150])),
+        cores=draw(st.none() | st.sampled_from([0, 10, 30, 60, 100, 150])),
+        section=draw(st.sampled_from(["limits", "requests"])),
+    )
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    nodes = []
+    usage = {}
+    for n in range(draw(st.integers(1, 3))):
+        name = f"node-{n}"
+        devs = draw(devices(name))
+        cordoned = (
+            draw(st.lists(st.sampled_from([d.id for d in devs]), max_size=1))
+            if draw(st.integers(0, 3)) == 0
+            else []
+        )
+        nodes.append(node(name, *devs, cordoned=cordoned))
+        usage[name] = draw(existing_use(devs))
+    inits = [draw(gpu_container(f"init-{i}")) for i in range(draw(st.integers(0, 2)))]
+    apps = [draw(gpu_container(f"app-{i}")) for i in range(draw(st.integers(1, 3)))]
+    if not any(c["resources"] for c in [*inits, *apps]):
+        apps[0] = ctr("app-0", gpu=1)  # the filter passes GPU-less pods through without deciding
+    annotations = {}
+    if draw(st.booleans()):
+        annotations["nvidia.com/numa-bind"] = "true"
+    if draw(st.integers(0, 4)) == 0:
+        annotations["hami.io/device-scoring-weights"] = draw(
+            st.sampled_from(["slot=1,core=0,memory=0", "slot=0,core=2,memory=1", "slot=3,core=1,memory=5"])
+        )
+    return Scenario(
+        nodes=tuple(nodes),
+        usage=usage,
+        pod=pod(*apps, init=inits, annotations=annotations),
+        gpu_policy=draw(st.sampled_from(GPU_POLICIES)),
+        node_policy=draw(st.sampled_from(NODE_POLICIES)),
+    )
