@@ -72,6 +72,8 @@ class Settings:
     events_enabled: bool = True
     log_level: str = "INFO"
     webhook_trusted_users: tuple[str, ...] = ()
+    inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
+    scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
     bind_lock_wait: float = 10.0
 
 
@@ -237,5 +239,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         events_enabled=_bool(env, "HAMI_EVENTS", True),
         log_level=(env.get("HAMI_LOG_LEVEL") or "INFO").upper(),
         webhook_trusted_users=trusted,
+        inflight_ttl=_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds(),
+        scheduler_role_label=_bool(
+            env, "HAMI_SCHEDULER_ROLE_LABEL", bool(env.get("POD_NAME") and env.get("POD_NAMESPACE"))
+        ),
         bind_lock_wait=_duration(env, "HAMI_BIND_LOCK_WAIT", timedelta(seconds=10)).total_seconds(),
     )

@@ -139,4 +139,5 @@ class EventRecorder:
         response = core.create_namespaced_event(
             event.pod.namespace, body, _preload_content=False, _request_timeout=DEFAULT_TIMEOUT
         )
+        response.drain_conn()  # an unread body left in a pooled connection garbles the next answer on it
         response.release_conn()

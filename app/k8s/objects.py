@@ -118,6 +118,7 @@ def bind_pod(kube: Kube, namespace: str, name: str, uid: str, node: str) -> None
     except Exception as exc:
         raise from_exception(exc) from None
     status = response.status
+    response.drain_conn()  # an unread body left in a pooled connection garbles the next answer on it
     response.release_conn()
     if not 200 <= status < 300:
         raise ApiError(status, "BindingFailed", f"binding answered HTTP {status}")

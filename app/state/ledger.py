@@ -228,12 +228,19 @@ class Ledger:
         with self.transaction() as db:
             return sum(self._delete(db, uid) for uid in uids)
 
-    def replace_all(self, entries: Iterable[Entry]) -> None:
-        """A rebuild: the ledger becomes exactly `entries`; readers see a new epoch and reload."""
+    def replace_all(self, entries: Iterable[Entry], keep: Callable[[Entry], bool] | None = None) -> None:
+        """A rebuild: the ledger becomes exactly `entries`; readers see a new epoch and reload.
+
+        Current rows for which `keep` returns True survive (and win over an entry with the same uid); they
+        are read in the same transaction, so an assume committed meanwhile is never lost."""
         with self.transaction() as db:
+            final = {entry.uid: entry for entry in entries}
+            if keep is not None:
+                current = (_entry(row) for row in db.execute(f"SELECT {_COLUMNS} FROM reservations"))
+                final.update({row.uid: row for row in current if keep(row)})
             db.execute("DELETE FROM reservations")
             db.execute("DELETE FROM tombstones")
-            for entry in entries:
+            for entry in final.values():
                 self._put(db, entry)
             db.execute("UPDATE meta SET value = value + 1 WHERE key = 'epoch'")
             db.execute(

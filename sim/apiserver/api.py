@@ -19,7 +19,7 @@ from sim.apiserver.objects import DeleteOptions
 from sim.apiserver.resources import NAMESPACES, PODS
 from sim.apiserver.routing import Route
 from sim.apiserver.selectors import parse_field_selector, parse_label_selector
-from sim.apiserver.store import Change, Entry
+from sim.apiserver.store import Change
 from sim.apiserver.watch import Watcher, WatchOptions
 
 if TYPE_CHECKING:
@@ -84,7 +84,9 @@ def serve(em: Emulator, route: Route, query: Query, content_type: str, accept: s
     if route.verb == "get":
         entry = objects.get(rtype, route.namespace, route.name)
         if _wants_table(accept):
-            return Reply(200, tables.table(rtype, Page(entry.rv, [entry], "", 0), query.get("includeObject", "")))
+            return Reply(
+                200, tables.table(rtype, Page(entry.rv, [entry], "", 0), query.get("includeObject", ""))
+            )
         return Reply(200, entry.raw)
     if route.verb == "list":
         labels = parse_label_selector(query.get("labelSelector"))
@@ -93,7 +95,7 @@ def serve(em: Emulator, route: Route, query: Query, content_type: str, accept: s
         if query.get("continue"):
             page = em.pages.next(query["continue"], limit)
         else:
-            rv, entries = objects.list(rtype, route.namespace, labels, fields)
+            rv, entries = objects.select(rtype, route.namespace, labels, fields)
             page = em.pages.first(rv, entries, limit)
         if _wants_table(accept):
             return Reply(200, tables.table(rtype, page, query.get("includeObject", "")))
@@ -105,9 +107,13 @@ def serve(em: Emulator, route: Route, query: Query, content_type: str, accept: s
     if route.verb == "create":
         return Reply(201, objects.create(rtype, route.namespace, decode(body)).raw)
     if route.verb == "update":
-        return Reply(200, objects.replace(rtype, route.namespace, route.name, decode(body), route.subresource).raw)
+        return Reply(
+            200, objects.replace(rtype, route.namespace, route.name, decode(body), route.subresource).raw
+        )
     if route.verb == "patch":
-        entry = objects.patch(rtype, route.namespace, route.name, content_type, decode(body), route.subresource)
+        entry = objects.patch(
+            rtype, route.namespace, route.name, content_type, decode(body), route.subresource
+        )
         return Reply(200, entry.raw)
     options = _delete_options(query, body)
     if route.verb == "delete":
@@ -138,16 +144,23 @@ def open_watch(em: Emulator, route: Route, query: Query, drop_after: int | None)
     since = _int(query, "resourceVersion")
     timeout = _int(query, "timeoutSeconds")
     bookmarks = query.get("allowWatchBookmarks", "") in ("true", "1")
+    initial_events = query.get("sendInitialEvents", "") in ("true", "1")
+    if initial_events and not bookmarks:
+        raise ApiError(422, "sendInitialEvents requires allowWatchBookmarks=true")
     watcher = Watcher(rtype, route.namespace, labels, fields)
-    backlog = em.store.subscribe(rtype, route.namespace, since or None, watcher)
-    options = WatchOptions(float(timeout) if timeout else None, bookmarks, em.config.bookmark_interval, drop_after)
+    rv, backlog = em.store.subscribe(
+        rtype, route.namespace, None if initial_events else since or None, watcher
+    )
+    options = WatchOptions(
+        float(timeout) if timeout else None,
+        bookmarks,
+        em.config.bookmark_interval,
+        drop_after,
+        rv if initial_events else None,
+    )
     return WatchSetup(watcher, backlog, options)
 
 
 def error_reply(error: ApiError) -> Reply:
     headers = (("Retry-After", str(error.retry_after)),) if error.retry_after is not None else ()
     return Reply(error.code, orjson.dumps(error.status()), headers)
-
-
-def entries_json(entries: list[Entry]) -> list[Any]:
-    return [orjson.loads(e.raw) for e in entries]

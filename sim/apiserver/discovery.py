@@ -1,8 +1,8 @@
 """Legacy (unaggregated) discovery documents and /version.
 
 kubectl resolves resource names, short names and scopes from these; it falls back to legacy discovery because
-the emulator never answers with the aggregated ``apidiscovery.k8s.io`` media type. Built from the resource table.
-"""
+the emulator never answers with the aggregated ``apidiscovery.k8s.io`` media type. Built from the resource
+table."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A rule matches on the Kubernetes view of a request (verb, resource, subresource, namespace, name) and/or the
 HTTP view (method, path regex), fires with a probability and at most ``count`` times, and does one of:
 
-- ``error``: answer ``status`` (409, 429, 500, 503, 504, ...) with a proper Status body, without doing the work;
+- ``error``: answer ``status`` (409, 429, 500, 503, 504, ...) with a Status body, without doing the work;
 - ``delay``: sleep ``delay`` seconds, then carry on (other rules still apply);
 - ``lost_response``: do the work, then close the connection without answering;
 - ``drop_watch``: end a watch after ``after_events`` events, by closing the connection (or cleanly, when

@@ -1,4 +1,4 @@
-"""HTTP/1.1 plumbing: one handler per connection (keep-alive), chunked watch streams, faults and the request log.
+"""HTTP/1.1 plumbing: a handler per connection (keep-alive), chunked watch streams, faults, the request log.
 
 Reads the body first (so an injected error never desynchronises a keep-alive connection), asks the fault
 injector what to do, dispatches to discovery, the test hooks or the resource API, and records the outcome.
@@ -8,6 +8,7 @@ network drops an answer in flight.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import socket
@@ -18,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from sim.apiserver import api, discovery, hooks
+from sim.apiserver import api, discovery, hooks, openapi
 from sim.apiserver.errors import ApiError, page_not_found
 from sim.apiserver.faults import NO_FAULT, Fault
 from sim.apiserver.requestlog import RequestRecord
@@ -44,7 +45,7 @@ class Handler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         """Silenced: the emulator keeps its own request log."""
 
     @property
@@ -100,12 +101,18 @@ class Handler(BaseHTTPRequestHandler):
             )
         )
 
-    def _answer(self, method: str, path: str, route: Route | None, query: dict[str, str], body: bytes) -> api.Reply:
+    def _answer(
+        self, method: str, path: str, route: Route | None, query: dict[str, str], body: bytes
+    ) -> api.Reply:
         if route is not None:
             content_type = self.headers.get("Content-Type", "")
             return api.serve(self.emulator, route, query, content_type, self.headers.get("Accept", ""), body)
-        address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
-        document = discovery.document(path, address) if method == "GET" else None
+        if method != "GET":
+            raise page_not_found()
+        spec = openapi.document(path)
+        if spec is not None:
+            return api.Reply(200, spec)
+        document = discovery.document(path, f"{self.emulator.config.host}:{self.emulator.port}")
         if document is None:
             raise page_not_found()
         return api.Reply(200, orjson.dumps(document))
@@ -129,12 +136,10 @@ class Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         """Close the connection without a byte of answer."""
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
-    # --- watch -------------------------------------------------------------------------------------------------
+    # --- watch ----------------------------------------------------------------------------------------------
 
     def _watch(self, route: Route, query: dict[str, str], fault: Fault) -> int:
         drop = fault.drop_watch
@@ -150,7 +155,9 @@ class Handler(BaseHTTPRequestHandler):
         self._start_chunked()
         store = self.emulator.store
         try:
-            ending = run_watch(store, setup.watcher, setup.backlog, self, setup.options, self.emulator.stopping)
+            ending = run_watch(
+                store, setup.watcher, setup.backlog, self, setup.options, self.emulator.stopping
+            )
         finally:
             store.unsubscribe(route.rtype, setup.watcher)
         if ending == "dropped" and not (drop and drop.graceful):

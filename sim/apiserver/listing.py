@@ -2,9 +2,8 @@
 
 As on a real server, every page of one list shows the same snapshot (the resourceVersion of the first page):
 the first page keeps references to the matching entries (entries are immutable, so this is cheap) and the
-continue token points into that snapshot. Only the most recent snapshots are kept; an evicted one answers
-410 Expired with the real server's message, which is what happens there after compaction.
-"""
+continue token points into that snapshot. Only the most recent snapshots are kept; an evicted one answers 410
+Expired with the real server's message, which is what happens there after compaction."""
 
 from __future__ import annotations
 
@@ -21,10 +20,11 @@ from sim.apiserver.resources import ResourceType
 from sim.apiserver.store import Entry
 
 _TOO_OLD = (
-    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
-    "without the continue parameter, or use the continue token in this response to retrieve the remainder of "
-    "the results. Continuing with the provided token results in an inconsistent list - objects that were "
-    "created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    "The provided continue parameter is too old to display a consistent list result. You can start a new "
+    "list without the continue parameter, or use the continue token in this response to retrieve the "
+    "remainder of the results. Continuing with the provided token results in an inconsistent list - objects "
+    "that were created, modified, or deleted between the time the first chunk was returned and now may show "
+    "up in the list."
 )
 
 

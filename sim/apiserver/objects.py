@@ -1,11 +1,10 @@
 """kube-apiserver's write semantics on top of the store.
 
-Create (generateName, uid, creationTimestamp, pod defaults, implicit namespaces), replace and patch (optimistic
-concurrency on resourceVersion, immutable identity fields, status only through /status for kinds that split
-it), delete (graceful for bound pods, finished later by a background timer), pods/binding, delete-collection,
-bulk seeding and reset. Updates are computed outside the store lock and committed only if the object did not
-change meanwhile, so the critical section stays a dict update.
-"""
+Create (generateName, uid, creationTimestamp, pod defaults, implicit namespaces), replace and patch
+(optimistic concurrency on resourceVersion, immutable identity fields, status only through /status for kinds
+that split it), delete (graceful for bound pods, finished later by a background timer), pods/binding,
+delete-collection, bulk seeding and reset. Updates are computed outside the store lock and committed only if
+the object did not change meanwhile, so the critical section stays a dict update."""
 
 from __future__ import annotations
 
@@ -51,6 +50,10 @@ def _namespace_key(rtype: ResourceType, namespace: str | None) -> str:
     return (namespace or "") if rtype.namespaced else ""
 
 
+def _uid_mismatch(wanted: str, actual: str) -> str:
+    return f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}"
+
+
 def _sort_key(entry: Entry) -> tuple[str, str]:
     meta = entry.metadata
     return meta.get("namespace", ""), meta["name"]
@@ -62,7 +65,7 @@ class Objects:
         self._deferred = deferred
         self._pod_deletion_delay = pod_deletion_delay
 
-    # --- reads -------------------------------------------------------------------------------------------------
+    # --- reads ----------------------------------------------------------------------------------------------
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Entry:
         entry = self._store.get(rtype, _namespace_key(rtype, namespace), name)
@@ -70,7 +73,7 @@ class Objects:
             raise not_found(rtype.plural, rtype.group, name)
         return entry
 
-    def list(
+    def select(
         self, rtype: ResourceType, namespace: str | None, labels: LabelSelector, fields: FieldSelector
     ) -> tuple[int, list[Entry]]:
         """The current version and the matching entries in (namespace, name) order."""
@@ -82,7 +85,7 @@ class Objects:
         entries.sort(key=_sort_key)
         return rv, entries
 
-    # --- create ------------------------------------------------------------------------------------------------
+    # --- create ---------------------------------------------------------------------------------------------
 
     def create(self, rtype: ResourceType, namespace: str | None, body: Any) -> Entry:
         obj = self._prepare_create(rtype, namespace, body)
@@ -189,12 +192,12 @@ class Objects:
             for namespace in DEFAULT_NAMESPACES:
                 self._ensure_namespace(namespace)
 
-    # --- update ------------------------------------------------------------------------------------------------
+    # --- update ---------------------------------------------------------------------------------------------
 
     def _update(
         self, rtype: ResourceType, namespace: str | None, name: str, build: Callable[[Entry], JsonObj]
     ) -> Entry:
-        """Optimistic read-compute-commit: ``build`` runs outside the lock and is retried if the object moved."""
+        """Optimistic read-compute-commit: ``build`` runs outside the lock, again if the object moved."""
         while True:
             current = self.get(rtype, namespace, name)
             candidate = build(current)
@@ -231,7 +234,7 @@ class Objects:
         return self._update(rtype, namespace, name, build)
 
     def bind(self, namespace: str, name: str, binding: Any) -> Entry:
-        """pods/binding: set spec.nodeName once, with the PodScheduled condition and the binding's annotations."""
+        """pods/binding: set spec.nodeName once, with PodScheduled=True and the binding's annotations."""
         if not isinstance(binding, dict):
             raise bad_request("the body of the request must be a Binding")
         node = (binding.get("target") or {}).get("name")
@@ -246,8 +249,7 @@ class Objects:
         def build(current: Entry) -> JsonObj:
             meta = current.metadata
             if bmeta.get("uid") and bmeta["uid"] != meta["uid"]:
-                why = f"Precondition failed: UID in precondition: {bmeta['uid']}, UID in object meta: {meta['uid']}"
-                raise conflict("pods/binding", "", name, why)
+                raise conflict("pods/binding", "", name, _uid_mismatch(bmeta["uid"], meta["uid"]))
             if meta.get("deletionTimestamp"):
                 raise conflict(
                     "pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host"
@@ -276,7 +278,7 @@ class Objects:
 
         return self._update(PODS, namespace, name, build)
 
-    # --- delete ------------------------------------------------------------------------------------------------
+    # --- delete ---------------------------------------------------------------------------------------------
 
     def delete(
         self, rtype: ResourceType, namespace: str | None, name: str, options: DeleteOptions
@@ -285,8 +287,7 @@ class Objects:
             current = self.get(rtype, namespace, name)
             meta = current.metadata
             if options.uid is not None and options.uid != meta["uid"]:
-                why = f"Precondition failed: UID in precondition: {options.uid}, UID in object meta: {meta['uid']}"
-                raise conflict(rtype.plural, rtype.group, name, why)
+                raise conflict(rtype.plural, rtype.group, name, _uid_mismatch(options.uid, meta["uid"]))
             if options.resource_version is not None and options.resource_version != str(current.rv):
                 why = (
                     f"Precondition failed: ResourceVersion in precondition: {options.resource_version}, "
@@ -352,7 +353,7 @@ class Objects:
         fields: FieldSelector,
         options: DeleteOptions,
     ) -> list[Entry]:
-        _, entries = self.list(rtype, namespace, labels, fields)
+        _, entries = self.select(rtype, namespace, labels, fields)
         deleted: list[Entry] = []
         for entry in entries:
             meta = entry.metadata

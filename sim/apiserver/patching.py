@@ -1,11 +1,10 @@
 """The three PATCH flavours kube-apiserver accepts, chosen by Content-Type.
 
-Stored objects are shared, never mutated: merge and strategic merge build new containers only along the patched
-paths; JSON patch works on a private copy. Strategic merge covers what clients of this project and ``kubectl
-apply`` send: maps merge, ``null`` deletes, the list fields below merge by their patch merge key (with
-``$patch: delete`` items), ``finalizers`` merges as a set, ``$setElementOrder``/``$retainKeys`` directives are
-ignored, and every other list is replaced.
-"""
+Stored objects are shared, never mutated: merge and strategic merge build new containers only along the
+patched paths; JSON patch works on a private copy. Strategic merge covers what clients of this project and
+``kubectl apply`` send: maps merge, ``null`` deletes, the list fields below merge by their patch merge key
+(with ``$patch: delete`` items), ``finalizers`` merges as a set, ``$setElementOrder``/``$retainKeys``
+directives are ignored, and every other list is replaced."""
 
 from __future__ import annotations
 

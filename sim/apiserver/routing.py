@@ -1,8 +1,8 @@
 """URL path + method -> the Kubernetes request it denotes (resource, namespace, name, subresource, verb).
 
 The same classification drives dispatch, fault-injection matching and the request log, so a fault rule written
-as ``verb=create, resource=pods, subresource=binding`` means exactly what kube-apiserver's audit log would say.
-"""
+as ``verb=create, resource=pods, subresource=binding`` means exactly what kube-apiserver's audit log would
+say."""
 
 from __future__ import annotations
 

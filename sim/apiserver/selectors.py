@@ -1,9 +1,8 @@
 """Label and field selectors with kube-apiserver's syntax and semantics.
 
-Parsed once per request into frozen matchers; list, watch (including the ADDED/DELETED transitions when an object
-starts or stops matching) and the test hooks all match through these. Syntax errors and unsupported field labels
-are 400 BadRequest, as on a real server.
-"""
+Parsed once per request into frozen matchers; list, watch (including the ADDED/DELETED transitions when an
+object starts or stops matching) and the test hooks all match through these. Syntax errors and unsupported
+field labels are 400 BadRequest, as on a real server."""
 
 from __future__ import annotations
 
@@ -114,7 +113,7 @@ def parse_field_selector(text: str | None, allowed: frozenset[str]) -> FieldSele
     requirements: list[FieldRequirement] = []
     for term in text.split(","):
         term = term.strip()
-        for op, negate in (("!=", True), ("==", False), ("=", False)):
+        for op in ("!=", "==", "="):
             label, sep, value = term.partition(op)
             if sep:
                 break
@@ -123,5 +122,5 @@ def parse_field_selector(text: str | None, allowed: frozenset[str]) -> FieldSele
         label = label.strip()
         if label not in allowed:
             raise bad_request(f'field label not supported: "{label}"')
-        requirements.append(FieldRequirement(label, value.strip(), negate))
+        requirements.append(FieldRequirement(label, value.strip(), op == "!="))
     return FieldSelector(tuple(requirements))

@@ -7,6 +7,7 @@ threads blocked on sockets.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -58,10 +59,8 @@ class SimServer(ThreadingHTTPServer):
         with self._connections_lock:
             connections = list(self._connections)
         for connection in connections:
-            try:
+            with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             with self._connections_lock:

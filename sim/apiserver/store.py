@@ -3,11 +3,10 @@
 Objects are stored as immutable ``Entry`` values holding both the decoded dict and its orjson bytes, so reads,
 lists and watch events reuse the serialized form and nothing is deep-copied: every write builds a new dict
 (sharing untouched sub-trees with the previous version) and a new Entry. Each write consumes exactly one
-resourceVersion and appends exactly one ``Change`` to the log, so the log is a contiguous run of versions and a
-watch "since N" finds its starting point by arithmetic. The critical section is the dictionary update, the log
-append and the fan-out (a deque append per watcher); filtering and serialization of watch events happen in the
-watchers' own threads.
-"""
+resourceVersion and appends exactly one ``Change`` to the log, so the log is a contiguous run of versions and
+a watch "since N" finds its starting point by arithmetic. The critical section is the dictionary update, the
+log append and the fan-out (a deque append per watcher); filtering and serialization of watch events happen in
+the watchers' own threads."""
 
 from __future__ import annotations
 
@@ -100,7 +99,7 @@ class Store:
     def count(self, rtype: ResourceType) -> int:
         return sum(len(bucket) for bucket in self._objects.get(rtype.key, {}).values())
 
-    # --- writes: the caller holds ``lock`` ---------------------------------------------------------------------
+    # --- writes: the caller holds ``lock`` ------------------------------------------------------------------
 
     def put(self, rtype: ResourceType, obj: JsonObj, prev: Entry | None) -> Entry:
         """Store a new version; an update that changes nothing is a no-op, as on a real server."""
@@ -137,13 +136,14 @@ class Store:
         for subscriber in self._subscribers.get(change.resource, ()):
             subscriber.push(change)
 
-    # --- watch registration ------------------------------------------------------------------------------------
+    # --- watch registration ---------------------------------------------------------------------------------
 
     def subscribe(
         self, rtype: ResourceType, namespace: str | None, since: int | None, subscriber: Subscriber
-    ) -> list[Change]:
+    ) -> tuple[int, list[Change]]:
         """Register a watcher atomically with its backlog: synthetic ADDED events for the current objects when
-        ``since`` is None, else the logged changes after ``since`` (410 Expired when they left the window)."""
+        ``since`` is None, else the logged changes after ``since`` (410 Expired when they left the window).
+        Also returns the current version, which the backlog brings the watcher up to."""
         with self.lock:
             if since is None:
                 entries: Iterable[Entry]
@@ -159,7 +159,7 @@ class Store:
                 start = max(0, since - self._floor)
                 backlog = [c for c in itertools.islice(self._log, start, None) if c.resource == rtype.key]
             self._subscribers.setdefault(rtype.key, set()).add(subscriber)
-            return backlog
+            return self._rv, backlog
 
     def unsubscribe(self, rtype: ResourceType, subscriber: Subscriber) -> None:
         with self.lock:
@@ -168,7 +168,7 @@ class Store:
     def watcher_count(self) -> int:
         return sum(len(subs) for subs in self._subscribers.values())
 
-    # --- reset -------------------------------------------------------------------------------------------------
+    # --- reset ----------------------------------------------------------------------------------------------
 
     def clear(self) -> None:
         """Drop every object and the log (versions keep increasing) and end every watch."""

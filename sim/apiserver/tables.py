@@ -1,8 +1,7 @@
 """Server-side ``meta.k8s.io/v1`` Table rendering, which ``kubectl get`` asks for in its Accept header.
 
 The columns match kube-apiserver's printers for pods, nodes, namespaces, leases and core events (Age rendered
-like apimachinery's HumanDuration); other kinds get NAME and AGE.
-"""
+like apimachinery's HumanDuration); other kinds get NAME and AGE."""
 
 from __future__ import annotations
 

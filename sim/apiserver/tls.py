@@ -1,8 +1,7 @@
 """Throwaway TLS material for ``--tls``: a CA and a server certificate for the listening host, made at start.
 
 The CA goes into the kubeconfig (``certificate-authority-data``), so both kubectl and the Python client verify
-the server for real instead of skipping verification.
-"""
+the server for real instead of skipping verification."""
 
 from __future__ import annotations
 
@@ -68,10 +67,12 @@ def generate(hosts: list[str]) -> Certificates:
         .add_extension(_san(hosts), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
+            x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     return Certificates(

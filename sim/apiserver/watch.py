@@ -109,21 +109,28 @@ class WatchOptions:
     bookmarks: bool
     bookmark_interval: float
     drop_after: int | None  # end the stream after this many events (a drop_watch fault)
+    initial_events_end: int | None = None  # sendInitialEvents: mark the end of the backlog at this version
 
 
 def error_line(status: dict[str, object]) -> bytes:
     return b'{"type":"ERROR","object":%s}\n' % orjson.dumps(status)
 
 
-def _bookmark(store: Store, watcher: Watcher) -> bytes | None:
+def _bookmark(rtype: ResourceType, rv: int, initial_events_end: bool = False) -> bytes:
+    meta: dict[str, object] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+    return b'{"type":"BOOKMARK","object":%s}\n' % orjson.dumps(obj)
+
+
+def _periodic_bookmark(store: Store, watcher: Watcher) -> bytes | None:
     """A BOOKMARK at the current version, only when every change up to it has been sent."""
     with store.lock:
         if not watcher.idle:
             return None
         rv = store.rv
-    rtype = watcher.rtype
-    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": {"resourceVersion": str(rv)}}
-    return b'{"type":"BOOKMARK","object":%s}\n' % orjson.dumps(obj)
+    return _bookmark(watcher.rtype, rv)
 
 
 def run_watch(
@@ -161,6 +168,8 @@ def run_watch(
 
     if not emit(backlog):
         return "dropped"
+    if options.initial_events_end is not None:
+        sink.send(_bookmark(watcher.rtype, options.initial_events_end, initial_events_end=True))
     while True:
         now = time.monotonic()
         if stopping.is_set():
@@ -181,7 +190,7 @@ def run_watch(
         elif sink.client_gone():
             return "client"
         if options.bookmarks and time.monotonic() >= next_bookmark:
-            line = _bookmark(store, watcher)
+            line = _periodic_bookmark(store, watcher)
             if line is not None:
                 sink.send(line)
             next_bookmark = time.monotonic() + options.bookmark_interval
