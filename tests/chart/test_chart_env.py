@@ -1,0 +1,261 @@
+"""The environment the chart gives both processes, checked against config/settings.py (the only reader)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.settings import load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+SETTINGS_SOURCE = (REPO / "config" / "settings.py").read_text(encoding="utf-8")
+READ_BY_SETTINGS = set(re.findall(r'"(HAMI_[A-Z_]+)"', SETTINGS_SOURCE))
+# Read by config/settings.py but deliberately not set by the chart (docs/install.md):
+# mTLS on the shared port would also demand client certificates from kubelet probes and the API server.
+NOT_SET_BY_CHART = {"HAMI_TLS_CLIENT_CA_FILE"}
+# Set by the chart but read by a library, not by config/settings.py.
+LIBRARY = {"PROMETHEUS_MULTIPROC_DIR"}
+DOWNWARD = {"POD_NAME": ("fieldRef", "metadata.name"), "POD_NAMESPACE": ("fieldRef", "metadata.namespace")}
+
+COMMON = {
+    "HAMI_SCHEDULER_NAME": "hami-scheduler",
+    "HAMI_NODE_SCHEDULER_POLICY": "binpack",
+    "HAMI_GPU_SCHEDULER_POLICY": "spread",
+    "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER": "true",
+    "HAMI_NODELOCK_EXPIRE": "5m",
+    "HAMI_NODE_LABEL_SELECTOR": "",
+    "HAMI_DEVICE_CONFIG_FILE": "/etc/hami/device-config.yaml",
+    "HAMI_STATE_DIR": "/var/run/hami",
+    "HAMI_LEADER_ELECT": "true",
+    "HAMI_LEADER_ELECT_MODE": "follow",
+    "HAMI_LEADER_ELECT_RESOURCE_NAME": "hami-scheduler",
+    "HAMI_LEADER_ELECT_RESOURCE_NAMESPACE": "hami-system",
+    "HAMI_LEASE_DURATION": "15s",
+    "HAMI_RENEW_DEADLINE": "10s",
+    "HAMI_RETRY_PERIOD": "2s",
+    "HAMI_LOG_LEVEL": "INFO",
+    "HAMI_EVENTS": "true",
+    **DOWNWARD,
+}
+EXTENDER_ONLY = {
+    "HAMI_BIND": "0.0.0.0:8443",
+    "HAMI_WORKERS": "2",
+    "HAMI_THREADS": "4",
+    "HAMI_TLS_CERT_FILE": "/etc/hami/tls/tls.crt",
+    "HAMI_TLS_KEY_FILE": "/etc/hami/tls/tls.key",
+    "HAMI_MAX_BODY_BYTES": "134217728",
+    "HAMI_FILTER_SYNC_WAIT": "10s",
+    "HAMI_BIND_LOCK_WAIT": "10s",
+    "HAMI_WEBHOOK_TRUSTED_USERS": (
+        "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:kube-system:hami-device-plugin"
+    ),
+}
+WORKER_ONLY = {
+    "HAMI_WORKER_METRICS_BIND": "0.0.0.0:9395",
+    "HAMI_REGISTRATION_INTERVAL": "15s",
+    "HAMI_INFLIGHT_TTL": "60s",
+    "HAMI_SCHEDULER_ROLE_LABEL": "true",
+    "PROMETHEUS_MULTIPROC_DIR": "/tmp",
+}
+
+
+@pytest.mark.parametrize(
+    ("container", "expected"),
+    [
+        pytest.param("extender", {**COMMON, **EXTENDER_ONLY}, id="extender"),
+        pytest.param("worker", {**COMMON, **WORKER_ONLY}, id="worker"),
+    ],
+)
+def test_default_environment(render: Any, container: str, expected: dict[str, object]) -> None:
+    assert render().env(container) == expected
+
+
+def test_worker_metrics_stay_out_of_the_extenders_multiprocess_dir(render: Any) -> None:
+    # The image's PROMETHEUS_MULTIPROC_DIR is Gunicorn's; the worker gets its own /tmp.
+    manifests = render()
+    assert manifests.env("worker")["PROMETHEUS_MULTIPROC_DIR"] == "/tmp"
+    assert "PROMETHEUS_MULTIPROC_DIR" not in manifests.env("extender")
+    mounts = {m["mountPath"]: m["name"] for m in manifests.container("worker")["volumeMounts"]}
+    assert mounts["/tmp"] == "worker-tmp"
+
+
+def test_kube_scheduler_gets_no_hami_settings(render: Any) -> None:
+    assert "env" not in render().container("kube-scheduler")
+
+
+@pytest.mark.parametrize(
+    ("value_set", "overrides", "variable", "value"),
+    [
+        pytest.param("acquire", {}, "HAMI_LEADER_ELECT_MODE", "acquire", id="acquire-mode"),
+        pytest.param(
+            "acquire", {}, "HAMI_LEADER_ELECT_RESOURCE_NAME", "hami-scheduler-extender", id="acquire-lease"
+        ),
+        pytest.param("acquire", {}, "HAMI_LEASE_DURATION", "20s", id="acquire-lease-duration"),
+        pytest.param("ha", {}, "HAMI_LEADER_ELECT", "true", id="ha-elect"),
+        pytest.param(
+            "default", {"schedulerName": "gpu-sched"}, "HAMI_SCHEDULER_NAME", "gpu-sched", id="name"
+        ),
+        pytest.param(
+            "default",
+            {"schedulerName": "gpu-sched"},
+            "HAMI_LEADER_ELECT_RESOURCE_NAME",
+            "gpu-sched",
+            id="lease-name",
+        ),
+        pytest.param(
+            "default",
+            {"defaultSchedulerPolicy.gpuSchedulerPolicy": "binpack,topology-aware"},
+            "HAMI_GPU_SCHEDULER_POLICY",
+            "binpack,topology-aware",
+            id="gpu-policy",
+        ),
+        pytest.param(
+            "default",
+            {"defaultSchedulerPolicy.nodeSchedulerPolicy": "spread"},
+            "HAMI_NODE_SCHEDULER_POLICY",
+            "spread",
+            id="node-policy",
+        ),
+        pytest.param("default", {"nodeLockExpire": "90s"}, "HAMI_NODELOCK_EXPIRE", "90s", id="nodelock"),
+        pytest.param(
+            "default",
+            {"nodeLabelSelector": {"gpu": "on", "pool": "a100"}},
+            "HAMI_NODE_LABEL_SELECTOR",
+            "gpu=on,pool=a100",
+            id="node-labels",
+        ),
+        pytest.param(
+            "default",
+            {"forceOverwriteDefaultScheduler": False},
+            "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER",
+            "false",
+            id="force-overwrite",
+        ),
+        pytest.param("default", {"events": False}, "HAMI_EVENTS", "false", id="events"),
+        pytest.param("default", {"logLevel": "DEBUG"}, "HAMI_LOG_LEVEL", "DEBUG", id="log-level"),
+        pytest.param(
+            "default", {"leaderElection.enabled": False}, "HAMI_LEADER_ELECT", "false", id="no-election"
+        ),
+    ],
+)
+def test_common_setting_reaches_both_processes(
+    render: Any, value_set: str, overrides: dict[str, object], variable: str, value: str
+) -> None:
+    manifests = render(value_set, overrides)
+    assert manifests.env("extender")[variable] == value
+    assert manifests.env("worker")[variable] == value
+
+
+@pytest.mark.parametrize(
+    ("overrides", "container", "variable", "value"),
+    [
+        pytest.param({"extender.port": 9443}, "extender", "HAMI_BIND", "0.0.0.0:9443", id="bind"),
+        pytest.param({"extender.workers": 6}, "extender", "HAMI_WORKERS", "6", id="workers"),
+        pytest.param({"extender.threads": 16}, "extender", "HAMI_THREADS", "16", id="threads"),
+        pytest.param(
+            {"extender.maxBodyBytes": 1048576}, "extender", "HAMI_MAX_BODY_BYTES", "1048576", id="body"
+        ),
+        pytest.param(
+            {"extender.filterSyncWait": "3s"}, "extender", "HAMI_FILTER_SYNC_WAIT", "3s", id="sync-wait"
+        ),
+        pytest.param(
+            {"extender.bindLockWait": "20s"}, "extender", "HAMI_BIND_LOCK_WAIT", "20s", id="lock-wait"
+        ),
+        pytest.param(
+            {"worker.metricsPort": 9500}, "worker", "HAMI_WORKER_METRICS_BIND", "0.0.0.0:9500", id="metrics"
+        ),
+        pytest.param(
+            {"worker.registrationInterval": "30s"},
+            "worker",
+            "HAMI_REGISTRATION_INTERVAL",
+            "30s",
+            id="interval",
+        ),
+        pytest.param({"worker.inflightTTL": "2m"}, "worker", "HAMI_INFLIGHT_TTL", "2m", id="inflight-ttl"),
+        pytest.param(
+            {"worker.schedulerRoleLabel": False},
+            "worker",
+            "HAMI_SCHEDULER_ROLE_LABEL",
+            "false",
+            id="role-label",
+        ),
+        pytest.param(
+            {
+                "webhook.trustedUsers": ["system:serviceaccount:ops:auditor"],
+                "webhook.devicePluginServiceAccount.name": "",
+            },
+            "extender",
+            "HAMI_WEBHOOK_TRUSTED_USERS",
+            "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:ops:auditor",
+            id="trusted-users",
+        ),
+        pytest.param(
+            {"webhook.devicePluginServiceAccount.namespace": ""},
+            "extender",
+            "HAMI_WEBHOOK_TRUSTED_USERS",
+            "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:hami-system:hami-device-plugin",
+            id="device-plugin-in-release-namespace",
+        ),
+    ],
+)
+def test_process_setting(
+    render: Any, overrides: dict[str, object], container: str, variable: str, value: str
+) -> None:
+    assert render("default", overrides).env(container)[variable] == value
+
+
+def test_extra_env_is_appended(render: Any) -> None:
+    manifests = render(
+        "default", {"extender.extraEnv": [{"name": "KUBECONFIG", "value": "/etc/kube/config"}]}
+    )
+    assert manifests.env("extender")["KUBECONFIG"] == "/etc/kube/config"
+    assert "KUBECONFIG" not in manifests.env("worker")
+
+
+def test_every_variable_the_chart_sets_is_read_by_settings(render: Any) -> None:
+    for value_set in ("default", "ha", "acquire", "crds"):
+        for container in ("extender", "worker"):
+            names = set(render(value_set).env(container))
+            assert names - READ_BY_SETTINGS - set(DOWNWARD) - LIBRARY == set(), (value_set, container)
+
+
+def test_every_setting_is_set_by_the_chart(render: Any) -> None:
+    manifests = render()
+    set_somewhere = set(manifests.env("extender")) | set(manifests.env("worker"))
+    assert READ_BY_SETTINGS - set_somewhere == NOT_SET_BY_CHART
+
+
+@pytest.mark.parametrize("value_set", ["default", "ha", "acquire", "crds"])
+@pytest.mark.parametrize("container", ["extender", "worker"])
+def test_settings_loader_accepts_the_rendered_environment(
+    render: Any, tmp_path: Path, value_set: str, container: str
+) -> None:
+    """config.settings.load_settings (what both processes run first) accepts what the chart renders."""
+    manifests = render(value_set)
+    env = manifests.env(container)
+    device_config = tmp_path / "device-config.yaml"
+    device_config.write_text(
+        manifests.one("ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
+    )
+    files = {"HAMI_DEVICE_CONFIG_FILE": device_config}
+    for name in ("HAMI_TLS_CERT_FILE", "HAMI_TLS_KEY_FILE"):
+        if name in env:
+            files[name] = tmp_path / Path(env[name]).name
+            files[name].write_text("placeholder")
+    resolved = {"POD_NAME": "hami-scheduler-7d9c-x2k4f", "POD_NAMESPACE": "hami-system"}
+    for name, value in env.items():
+        if isinstance(value, str):
+            resolved[name] = str(files.get(name, value))
+    settings = load_settings(resolved)
+    assert settings.scheduler_name == "hami-scheduler"
+    assert settings.leader.enabled is True
+    assert settings.leader.resource_namespace == "hami-system"
+    assert settings.leader.identity == "hami-scheduler-7d9c-x2k4f"
+    assert settings.vendors, "the rendered device config yields the NVIDIA vendor"
+    if container == "extender":
+        assert settings.http.bind == "0.0.0.0:8443"
+        assert settings.http.cert_file.endswith("tls.crt")
+        assert "system:serviceaccount:kube-system:hami-device-plugin" in settings.webhook_trusted_users

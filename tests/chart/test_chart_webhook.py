@@ -1,0 +1,167 @@
+"""The MutatingWebhookConfiguration and the Service the API server calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def webhook(manifests: Any) -> dict[str, Any]:
+    config = manifests.one("MutatingWebhookConfiguration", "hami-scheduler-hami-system")
+    assert len(config["webhooks"]) == 1
+    result: dict[str, Any] = config["webhooks"][0]
+    return result
+
+
+@pytest.mark.parametrize("value_set", ["default", "ha", "acquire", "crds"])
+def test_fixed_fields(render: Any, value_set: str) -> None:
+    hook = webhook(render(value_set))
+    assert hook["name"] == "vgpu.hami.io"
+    assert hook["admissionReviewVersions"] == ["v1", "v1beta1"]
+    assert hook["sideEffects"] == "None"
+    assert hook["reinvocationPolicy"] == "Never"
+    assert hook["matchPolicy"] == "Equivalent"
+    assert 1 <= hook["timeoutSeconds"] <= 5
+    assert hook["clientConfig"]["service"]["path"] == "/webhook"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "policy"),
+    [
+        pytest.param({}, "Fail", id="default-fail-closed"),
+        pytest.param({"webhook.failurePolicy": "Ignore"}, "Ignore", id="fail-open-opt-in"),
+    ],
+)
+def test_failure_policy(render: Any, overrides: dict[str, str], policy: str) -> None:
+    assert webhook(render("default", overrides))["failurePolicy"] == policy
+
+
+@pytest.mark.parametrize(
+    ("overrides", "timeout"),
+    [pytest.param({}, 5, id="default"), pytest.param({"webhook.timeoutSeconds": 2}, 2, id="two-seconds")],
+)
+def test_timeout(render: Any, overrides: dict[str, int], timeout: int) -> None:
+    assert webhook(render("default", overrides))["timeoutSeconds"] == timeout
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rules"),
+    [
+        pytest.param({}, [("CREATE", ["pods"])], id="create-only"),
+        pytest.param(
+            {"webhook.protectAnnotationsOnUpdate": True},
+            [("CREATE", ["pods"]), ("UPDATE", ["pods", "pods/status"])],
+            id="update-protection",
+        ),
+    ],
+)
+def test_rules(render: Any, overrides: dict[str, bool], rules: list[tuple[str, list[str]]]) -> None:
+    rendered = webhook(render("default", overrides))["rules"]
+    assert [(r["operations"][0], r["resources"]) for r in rendered] == rules
+    for rule in rendered:
+        assert len(rule["operations"]) == 1
+        assert rule["apiGroups"] == [""]
+        assert rule["apiVersions"] == ["v1"]
+        assert rule["scope"] == "Namespaced"
+
+
+def test_ha_example_protects_updates(render: Any) -> None:
+    assert [r["operations"] for r in webhook(render("ha"))["rules"]] == [["CREATE"], ["UPDATE"]]
+
+
+def expressions(selector: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    return [(e["key"], e["operator"], e.get("values", [])) for e in selector.get("matchExpressions", [])]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "excluded"),
+    [
+        pytest.param({}, ["kube-system", "hami-system"], id="system-and-release"),
+        pytest.param(
+            {"webhook.excludeNamespaces": ["gpu-operator", "kube-system"]},
+            ["kube-system", "hami-system", "gpu-operator"],
+            id="extra-namespaces",
+        ),
+    ],
+)
+def test_namespace_selector(render: Any, overrides: dict[str, list[str]], excluded: list[str]) -> None:
+    selector = webhook(render("default", overrides))["namespaceSelector"]
+    assert expressions(selector)[:2] == [
+        ("kubernetes.io/metadata.name", "NotIn", excluded),
+        ("hami.io/webhook", "NotIn", ["ignore"]),
+    ]
+
+
+def test_user_selector_terms_are_added(render: Any) -> None:
+    term = {"key": "team", "operator": "In", "values": ["ml"]}
+    hook = webhook(
+        render(
+            "default",
+            {
+                "webhook.namespaceSelector.matchExpressions": [term],
+                "webhook.namespaceSelector.matchLabels": {"gpu": "yes"},
+                "webhook.objectSelector.matchExpressions": [term],
+                "webhook.podOptOut": True,
+            },
+        )
+    )
+    assert hook["namespaceSelector"]["matchLabels"] == {"gpu": "yes"}
+    assert expressions(hook["namespaceSelector"])[-1] == ("team", "In", ["ml"])
+    assert expressions(hook["objectSelector"]) == [
+        ("hami.io/webhook", "NotIn", ["ignore"]),
+        ("team", "In", ["ml"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "object_selector"),
+    [
+        pytest.param(
+            {"webhook.podOptOut": True},
+            {"matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]},
+            id="pod-opt-out",
+        ),
+        pytest.param({}, None, id="no-pod-opt-out-by-default"),
+    ],
+)
+def test_object_selector(render: Any, overrides: dict[str, bool], object_selector: object) -> None:
+    assert webhook(render("default", overrides)).get("objectSelector") == object_selector
+
+
+def test_own_pods_and_namespace_never_reach_the_webhook(render: Any) -> None:
+    manifests = render("ha")
+    labels = manifests.deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["hami.io/webhook"] == "ignore"
+    assert "hami-system" in webhook(manifests)["namespaceSelector"]["matchExpressions"][0]["values"]
+
+
+@pytest.mark.parametrize("value_set", ["default", "ha", "acquire"])
+def test_admission_goes_to_every_replica(render: Any, value_set: str) -> None:
+    manifests = render(value_set)
+    target = webhook(manifests)["clientConfig"]["service"]
+    assert target == {
+        "name": "hami-scheduler-webhook",
+        "namespace": "hami-system",
+        "path": "/webhook",
+        "port": 443,
+    }
+    service = manifests.one("Service", "hami-scheduler-webhook")
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == manifests.deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    ]
+
+
+def test_admission_through_the_leader_only(render: Any) -> None:
+    manifests = render("default", {"webhook.allReplicasService": False, "service.port": 8443})
+    target = webhook(manifests)["clientConfig"]["service"]
+    assert (target["name"], target["port"]) == ("hami-scheduler", 8443)
+    assert not manifests.has("Service", "hami-scheduler-webhook")
+
+
+def test_webhook_disabled(render: Any) -> None:
+    manifests = render("default", {"webhook.enabled": False})
+    assert not manifests.has("MutatingWebhookConfiguration")
+    assert not manifests.has("Service", "hami-scheduler-webhook")
