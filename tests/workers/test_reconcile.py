@@ -1,0 +1,327 @@
+"""Ledger reconciliation: each rule of workers/reconcile.py, and rebuild == live for random event streams."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from worker_builders import SCHEDULER, VENDORS, allocation, gpu_pod
+
+from app.core.model import DeviceUse
+from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger
+from workers import shapes
+from workers.informers import ADDED, DELETED, MODIFIED, Change
+from workers.reconcile import (
+    GONE_GRACE,
+    Reconciler,
+    Rules,
+    compare,
+    keep_inflight,
+    live_verdict,
+    rebuild,
+    stale_rows,
+)
+
+NOW = 1_800_000_000.0
+TTL = 60.0
+RULES = Rules(SCHEDULER, VENDORS, TTL)
+SHAPE = shapes.pod_shape(VENDORS)
+ALLOC = allocation(("GPU-a", 1000, 10))
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    opened = Ledger(tmp_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def change(kind: str, pod: dict[str, Any]) -> Change:
+    return Change(kind, SHAPE(pod), None)
+
+
+# -- rule 2: live events ---------------------------------------------------------------------------------
+
+LIVE = [
+    pytest.param(ADDED, gpu_pod("p", alloc=ALLOC), "upsert", id="bound with allocation: upsert bound"),
+    pytest.param(
+        MODIFIED, gpu_pod("p", alloc=ALLOC, deleting=True), "upsert", id="terminating keeps (#1368)"
+    ),
+    pytest.param(DELETED, gpu_pod("p", alloc=ALLOC), "remove", id="deleted: remove"),
+    pytest.param(MODIFIED, gpu_pod("p", alloc=ALLOC, phase="Succeeded"), "remove", id="Succeeded: remove"),
+    pytest.param(MODIFIED, gpu_pod("p", alloc=ALLOC, phase="Failed"), "remove", id="Failed: remove"),
+    pytest.param(ADDED, gpu_pod("p", alloc=ALLOC, node=None), "nothing", id="unbound: never added live"),
+    pytest.param(
+        ADDED, gpu_pod("p", alloc=ALLOC, scheduler="default-scheduler"), "remove", id="foreign (#3041)"
+    ),
+    pytest.param(ADDED, gpu_pod("p", alloc="GPU-a,NVIDIA,lots,10:;"), "remove", id="corrupt: holds nothing"),
+    pytest.param(ADDED, gpu_pod("p", alloc=None), "remove", id="bound, no allocation"),
+    pytest.param(ADDED, gpu_pod("p", alloc=ALLOC, assigned=None), "remove", id="bound, no vgpu-node"),
+]
+
+
+@pytest.mark.parametrize(("kind", "pod", "action"), LIVE)
+def test_live_rules(kind: str, pod: dict[str, Any], action: str) -> None:
+    verdict = live_verdict(change(kind, pod), RULES, NOW)
+    got = "upsert" if verdict.entry is not None else "remove" if verdict.remove else "nothing"
+    assert got == action
+    assert verdict.uid == "uid-p"
+    if verdict.entry is not None:
+        assert verdict.entry.state == BOUND
+        assert verdict.entry.node == "n1"
+        assert verdict.entry.allocation == f"NVIDIA={ALLOC}"
+
+
+def test_corrupt_allocation_is_reported() -> None:
+    verdict = live_verdict(change(ADDED, gpu_pod("p", alloc="GPU-a,NVIDIA,x,1:;")), RULES, NOW)
+    assert verdict.remove and "invalid memory" in verdict.problem
+
+
+def test_init_container_shrink_once_init_containers_finished() -> None:
+    alloc = "GPU-a,NVIDIA,8000,50:;GPU-a,NVIDIA,1000,10:;"
+    running = live_verdict(change(ADDED, gpu_pod("p", alloc=alloc, init_containers=["init"])), RULES, NOW)
+    done = live_verdict(
+        change(MODIFIED, gpu_pod("p", alloc=alloc, init_containers=["init"], init_done=True)), RULES, NOW
+    )
+    assert running.entry is not None and done.entry is not None
+    assert running.entry.uses == {"GPU-a": DeviceUse(1, 8000, 50)}
+    assert done.entry.uses == {"GPU-a": DeviceUse(1, 1000, 10)}
+
+
+def test_handle_upserts_then_removes_and_skips_unchanged_writes(ledger: Ledger) -> None:
+    problems: list[int] = []
+    reconciler = Reconciler(ledger, RULES, lambda: NOW, on_problem=lambda: problems.append(1))
+    reconciler.handle([change(ADDED, gpu_pod("p", alloc=ALLOC))])
+    first = ledger.data_version()
+    reconciler.handle([change(MODIFIED, gpu_pod("p", alloc=ALLOC, extra={"hami.io/bind-phase": "success"}))])
+    assert ledger.data_version() == first, "an unchanged reservation is not rewritten"
+    reconciler.handle([change(MODIFIED, gpu_pod("p", alloc="GPU-a,NVIDIA,x,1:;"))])
+    assert ledger.all_entries() == [] and problems == [1]
+
+
+def test_handle_last_event_of_a_batch_wins(ledger: Ledger) -> None:
+    reconciler = Reconciler(ledger, RULES, lambda: NOW)
+    pod = gpu_pod("p", alloc=ALLOC)
+    reconciler.handle([change(ADDED, pod), change(DELETED, pod)])
+    assert ledger.all_entries() == []
+    reconciler.handle([change(DELETED, pod), change(ADDED, pod)])
+    assert [e.uid for e in ledger.all_entries()] == ["uid-p"]
+
+
+def test_live_events_leave_in_flight_rows_of_unbound_pods_alone(ledger: Ledger) -> None:
+    assumed = Entry("uid-p", "default", "p", "n1", ASSUMED, {"GPU-a": DeviceUse(1, 1000, 10)}, updated_at=NOW)
+    ledger.upsert([assumed])
+    reconciler = Reconciler(ledger, RULES, lambda: NOW)
+    reconciler.handle([change(MODIFIED, gpu_pod("p", alloc=ALLOC, node=None))])
+    assert ledger.get("uid-p") == assumed
+    reconciler.handle([change(MODIFIED, gpu_pod("p", alloc=ALLOC))])  # the bind landed
+    row = ledger.get("uid-p")
+    assert row is not None and row.state == BOUND
+
+
+# -- rule 3: sweep ---------------------------------------------------------------------------------------
+
+
+def _row(uid: str, state: str, age: float) -> Entry:
+    return Entry(uid, "default", uid, "n1", state, {}, updated_at=NOW - age)
+
+
+SWEEP = [
+    pytest.param(
+        _row("u", ASSUMED, TTL + 1), gpu_pod("p", node=None, alloc=ALLOC), True, id="unbound past TTL"
+    ),
+    pytest.param(
+        _row("u", CONFIRMED, TTL + 1), gpu_pod("p", node=None, alloc=ALLOC), True, id="confirmed past TTL"
+    ),
+    pytest.param(
+        _row("u", ASSUMED, TTL - 1), gpu_pod("p", node=None, alloc=ALLOC), False, id="unbound in TTL"
+    ),
+    pytest.param(_row("u", ASSUMED, TTL + 1), gpu_pod("p", alloc=ALLOC), False, id="bound: event upserts it"),
+    pytest.param(_row("u", BOUND, 3600), gpu_pod("p", alloc=ALLOC), False, id="bound row of a live pod"),
+    pytest.param(_row("u", ASSUMED, GONE_GRACE + 1), None, True, id="pod gone"),
+    pytest.param(_row("u", BOUND, GONE_GRACE + 1), None, True, id="bound row, pod gone"),
+    pytest.param(_row("u", ASSUMED, GONE_GRACE - 1), None, False, id="pod not seen yet (informer lag)"),
+]
+
+
+@pytest.mark.parametrize(("row", "pod", "stale"), SWEEP)
+def test_sweep_rules(row: Entry, pod: dict[str, Any] | None, stale: bool) -> None:
+    shaped = SHAPE(pod) if pod is not None else None
+    assert stale_rows([row], lambda uid: shaped, RULES, NOW) == (["u"] if stale else [])
+
+
+def test_sweep_counts_rows_by_state(ledger: Ledger) -> None:
+    ledger.upsert([_row("a", BOUND, 0), _row("b", ASSUMED, 0), _row("gone", BOUND, 3600)])
+    pods = {"a": SHAPE(gpu_pod("a", alloc=ALLOC)), "b": SHAPE(gpu_pod("b", node=None))}
+    counts = Reconciler(ledger, RULES, lambda: NOW).sweep(pods.get)
+    assert counts == {ASSUMED: 1, CONFIRMED: 0, BOUND: 1}
+    assert [e.uid for e in ledger.all_entries()] == ["a", "b"]
+
+
+# -- rule 4: rebuild -------------------------------------------------------------------------------------
+
+REBUILD = [
+    pytest.param(gpu_pod("p", alloc=ALLOC), BOUND, id="bound"),
+    pytest.param(
+        gpu_pod("p", alloc=ALLOC, node=None, vgpu_time=int(NOW - 10)), CONFIRMED, id="bind in flight"
+    ),
+    pytest.param(
+        gpu_pod("p", alloc=ALLOC, node=None, extra={"hami.io/bind-time": str(int(NOW - 5))}),
+        CONFIRMED,
+        id="bind-time in flight",
+    ),
+    pytest.param(gpu_pod("p", alloc=ALLOC, node=None, vgpu_time=int(NOW - TTL - 1)), None, id="given up"),
+    pytest.param(gpu_pod("p", alloc=ALLOC, node=None), None, id="unbound, no time"),
+    pytest.param(gpu_pod("p", alloc=ALLOC, phase="Succeeded"), None, id="terminal"),
+    pytest.param(gpu_pod("p", alloc=ALLOC, scheduler="other"), None, id="foreign scheduler"),
+    pytest.param(gpu_pod("p", alloc=ALLOC, deleting=True), BOUND, id="terminating"),
+]
+
+
+@pytest.mark.parametrize(("pod", "state"), REBUILD)
+def test_rebuild_rules(pod: dict[str, Any], state: str | None) -> None:
+    rebuilt = rebuild([SHAPE(pod)], RULES, NOW)
+    assert [e.state for e in rebuilt.entries] == ([state] if state else [])
+
+
+def test_rebuild_reports_corrupt_pods() -> None:
+    rebuilt = rebuild([SHAPE(gpu_pod("p", alloc="GPU-a,NVIDIA,x,1:;"))], RULES, NOW)
+    assert rebuilt.entries == () and rebuilt.problems[0][0] == "default/p"
+
+
+def test_rebuild_keeps_young_in_flight_rows_and_bound_wins(ledger: Ledger) -> None:
+    use = {"GPU-a": DeviceUse(1, 1000, 10)}
+    ledger.upsert(
+        [
+            Entry("young", "default", "young", "n1", ASSUMED, use, updated_at=NOW - 5),
+            Entry("old", "default", "old", "n1", ASSUMED, use, updated_at=NOW - TTL - 5),
+            Entry("uid-b", "default", "b", "n1", CONFIRMED, use, updated_at=NOW - 5),
+            Entry("stale-bound", "default", "x", "n1", BOUND, use, updated_at=NOW - 5),
+        ]
+    )
+    pods = [SHAPE(gpu_pod("b", alloc=ALLOC)), SHAPE(gpu_pod("c", alloc=ALLOC))]
+    Reconciler(ledger, RULES, lambda: NOW).rebuild(lambda: pods)
+    rows = {e.uid: e.state for e in ledger.all_entries()}
+    assert rows == {"young": ASSUMED, "uid-b": BOUND, "uid-c": BOUND}
+
+
+def test_keep_inflight_prefers_a_live_assume_over_a_rebuilt_in_flight_row() -> None:
+    rebuilt = rebuild([SHAPE(gpu_pod("p", node=None, alloc=ALLOC, vgpu_time=int(NOW)))], RULES, NOW)
+    keep = keep_inflight(rebuilt, RULES, NOW)
+    assert keep(_row("uid-p", ASSUMED, 1))
+    assert not keep(_row("uid-p", ASSUMED, TTL + 1))
+
+
+def test_audit_replaces_only_on_drift(ledger: Ledger) -> None:
+    reconciler = Reconciler(ledger, RULES, lambda: NOW)
+    pods = [SHAPE(gpu_pod("p", alloc=ALLOC))]
+    reconciler.rebuild(lambda: pods)
+    version = ledger.data_version()
+    assert not reconciler.rebuild(lambda: pods, only_on_drift=True)
+    assert ledger.data_version() == version
+    drift = reconciler.rebuild(lambda: [*pods, SHAPE(gpu_pod("q", alloc=ALLOC))], only_on_drift=True)
+    assert drift.missing == ("uid-q",)
+    assert len(ledger.all_entries()) == 2
+
+
+def test_compare_ignores_in_flight_and_write_times() -> None:
+    bound = _row("a", BOUND, 0)
+    assert not compare([bound], [_row("a", BOUND, 100)])
+    assert not compare([bound], [_row("a", CONFIRMED, 0)]), "its bind is landing"
+    drift = compare([bound], [_row("b", BOUND, 0), _row("c", ASSUMED, 0)])
+    assert (drift.missing, drift.extra, drift.changed) == (("a",), ("b",), ())
+    moved = Entry("a", "default", "a", "n2", BOUND, {})
+    assert compare([bound], [moved]).changed == ("a",)
+
+
+# -- rule 5: rebuild == live for random event streams (HAMi #2812/#2876, Koordinator #1289) --------------
+
+NAMES = [f"p{i}" for i in range(6)]
+ALLOCATIONS = [
+    ALLOC,
+    allocation(("GPU-a", 2000, 20), ("GPU-b", 500, 0)),
+    "GPU-a,NVIDIA,8000,50:;GPU-b,NVIDIA,1000,10:;",  # with an init container: init peak vs app
+    "GPU-a,NVIDIA,oops,1:;",  # corrupt
+    None,
+]
+
+
+@st.composite
+def pod_states(draw: st.DrawFn, name: str, generation: int, bound: bool) -> dict[str, Any]:
+    """One state of pod `name` (uid changes with `generation`: a deleted pod may come back)."""
+    is_bound = bound or draw(st.booleans())
+    inits = ["init"] if draw(st.booleans()) else []
+    return gpu_pod(
+        name,
+        uid=f"{name}-{generation}",
+        node=draw(st.sampled_from(["n1", "n2"])) if is_bound else None,
+        assigned=draw(st.sampled_from(["n1", "n2", None])),
+        alloc=draw(st.sampled_from(ALLOCATIONS)),
+        scheduler=draw(st.sampled_from([SCHEDULER, SCHEDULER, "default-scheduler"])),
+        phase=draw(st.sampled_from(["Pending", "Running", "Running", "Succeeded", "Failed"])),
+        vgpu_time=draw(st.sampled_from([None, int(NOW - 5), int(NOW - 600)])),
+        init_containers=inits,
+        init_done=draw(st.booleans()),
+        deleting=draw(st.booleans()),
+    )
+
+
+@st.composite
+def event_streams(draw: st.DrawFn) -> tuple[list[Change], list[dict[str, Any]]]:
+    """Random adds/updates/deletes (with Kubernetes' rule that a bound pod stays bound), some delivered
+    in batches as a re-list would; returns the changes and the final pod set."""
+    live: dict[str, dict[str, Any]] = {}
+    generations = dict.fromkeys(NAMES, 0)
+    batches: list[list[Change]] = []
+    for _ in range(draw(st.integers(1, 40))):
+        name = draw(st.sampled_from(NAMES))
+        current = live.get(name)
+        if current is not None and draw(st.integers(0, 4)) == 0:
+            del live[name]
+            generations[name] += 1
+            batches.append([Change(DELETED, current, current)])
+            continue
+        was_bound = current is not None and bool(current["spec"].get("nodeName"))
+        state = SHAPE(draw(pod_states(name, generations[name], was_bound)))
+        if was_bound and current is not None:
+            state["spec"]["nodeName"] = current["spec"]["nodeName"]
+        kind = MODIFIED if current is not None else ADDED
+        live[name] = state
+        change_ = Change(kind, state, current)
+        joins_previous = draw(st.booleans())
+        if batches and joins_previous:
+            batches[-1].append(change_)
+        else:
+            batches.append([change_])
+    flat = [c for batch in batches for c in batch]
+    return flat, list(live.values())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=event_streams(), batch=st.booleans())
+def test_rebuild_equals_live(stream: tuple[list[Change], list[dict[str, Any]]], batch: bool) -> None:
+    changes, final_pods = stream
+    with tempfile.TemporaryDirectory() as directory:
+        ledger = Ledger(Path(directory))
+        try:
+            reconciler = Reconciler(ledger, RULES, lambda: NOW)
+            if batch:
+                reconciler.handle(changes)
+            else:
+                for one in changes:
+                    reconciler.handle([one])
+            live = ledger.all_entries()
+            rebuilt = rebuild(final_pods, RULES, NOW)
+            assert not compare(rebuilt.entries, live), compare(rebuilt.entries, live)
+            assert {e.uid for e in live} == {e.uid for e in rebuilt.entries if e.state == BOUND}
+            reconciler.rebuild(lambda: final_pods)
+            assert not compare(rebuilt.entries, ledger.all_entries())
+        finally:
+            ledger.close()

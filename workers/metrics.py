@@ -1,0 +1,139 @@
+"""The worker's own metrics and liveness endpoint (HAMI_WORKER_METRICS_BIND).
+
+A plain prometheus_client registry on its own port, never the Gunicorn multiprocess directory: that
+directory names files by PID, and this container has its own PID namespace (research/ecosystem.md §1.2).
+A small stdlib HTTP server thread answers `/metrics` and `/healthz` (200 while the work loop makes
+progress, 503 otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+logger = logging.getLogger(__name__)
+
+_SWEEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.sweep_seconds = Histogram(
+            "hami_worker_registration_sweep_seconds",
+            "Duration of one registration pass (decode, health, publish)",
+            buckets=_SWEEP_BUCKETS,
+            registry=r,
+        )
+        self.nodes_registered = Gauge(
+            "hami_worker_nodes_registered", "Nodes in the published inventory", registry=r
+        )
+        self.nodes_unhealthy = Gauge(
+            "hami_worker_nodes_unhealthy", "Nodes left out because their handshake/health failed", registry=r
+        )
+        self.nodes_corrupt = Gauge(
+            "hami_worker_nodes_corrupt",
+            "Nodes left out because a device annotation does not decode",
+            registry=r,
+        )
+        self.watch_restarts = Counter(
+            "hami_worker_watch_restarts",
+            "Watches restarted, by resource and reason (expired, dropped, error, handler)",
+            ["resource", "reason"],
+            registry=r,
+        )
+        self.leader = Gauge("hami_worker_leader", "1 while this replica leads", registry=r)
+        self.synced = Gauge(
+            "hami_worker_synced", "1 while the leader's ledger and inventory are synced", registry=r
+        )
+        self.ledger_entries = Gauge(
+            "hami_worker_ledger_entries", "Reservation rows by state", ["state"], registry=r
+        )
+        self.node_report_age = Gauge(
+            "hami_worker_node_last_report_age_seconds",
+            "Seconds since the node object last changed (a kubelet or device-plugin report)",
+            ["node"],
+            registry=r,
+        )
+        self.snapshot_generation = Gauge(
+            "hami_worker_snapshot_generation", "Generation of the last published inventory", registry=r
+        )
+        self.corrupt_pods = Counter(
+            "hami_worker_pod_allocation_errors", "Pod allocation annotations that did not decode", registry=r
+        )
+        self.handshakes = Counter(
+            "hami_worker_handshake_patches",
+            "Handshake annotations written, by result",
+            ["result"],
+            registry=r,
+        )
+        self.ledger_drift = Counter(
+            "hami_worker_ledger_drift", "Audits that found the ledger different from the API", registry=r
+        )
+        self.rebuilds = Counter(
+            "hami_worker_ledger_rebuilds", "Ledger rebuilds from a fresh pod list", registry=r
+        )
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port`."""
+    host, _, port = bind.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"HAMI_WORKER_METRICS_BIND={bind!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class MetricsServer:
+    def __init__(self, bind: str, metrics: WorkerMetrics, healthy: Callable[[], bool]) -> None:
+        registry = metrics.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._answer(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    ok = healthy()
+                    self._answer(200 if ok else 503, b"ok\n" if ok else b"stalled\n", "text/plain")
+                else:
+                    self._answer(404, b"not found\n", "text/plain")
+
+            def _answer(self, code: int, body: bytes, content_type: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Scrapes are not logged."""
+
+        host, port = parse_bind(bind)
+        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        self._server = server_class((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="worker-metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+        logger.info("worker metrics listening", extra={"port": self.port})
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)

@@ -1,0 +1,243 @@
+"""Registration: nodes' device annotations -> the inventory snapshot the Gunicorn workers decide on.
+
+A pass (every HAMI_REGISTRATION_INTERVAL, on node/quota changes after a short debounce — HAMi waits for its
+15 s tick on node updates, quirk #22 — and when this replica becomes leader) looks at every selected node:
+
+- nodes without any vendor's register annotation are not GPU nodes: left out, not stamped (HAMi stamps the
+  handshake on every selected node, quirk #20), and a node whose annotation was deleted drops out at once
+  (HAMi keeps its stale devices, quirks #23/#24);
+- per vendor, the handshake/health rule of `app.core.health` with the NVIDIA bookkeeping; the leader
+  writes `Requesting_<now>` where it is due (the caller applies `Pass.stamps`), a follower only reads. An
+  unhealthy node is left out with its reason; a device with `health:false` stays in (Fit skips it);
+  HAMi's NodeCleanUp (which deletes the handshake of an unhealthy node and makes it flap, quirk #21) is not
+  reproduced: the node simply stays out until its health returns;
+- decode (`app.core.inventory.decode_node`, cached per node by annotation content): a corrupt annotation
+  excludes that node alone, with the reason, logged once per change and counted;
+- zone/region from topology.kubernetes.io labels; quota limits from the ResourceQuotas.
+
+`next_snapshot` publishes only when something changed: a new generation, and per-node `rev` = the
+generation in which that node's content last changed (readers reuse unchanged nodes; a rev is never reused
+for different content, even across a worker restart, because the last snapshot on disk is the baseline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from app.core import health, quantity
+from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
+from app.core.model import NodeDevices
+from app.core.quota import quota_limits
+from app.core.vendor import Vendor
+from app.state import snapshot
+from app.state.snapshot import NodeRecord, Snapshot, SnapshotError
+from workers.metrics import WorkerMetrics
+from workers.shapes import REGION_LABEL, ZONE_LABEL
+
+logger = logging.getLogger(__name__)
+
+
+def _same(a: NodeRecord, b: NodeRecord) -> bool:
+    return (a.devices is b.devices or a.devices == b.devices) and (a.zone, a.region) == (b.zone, b.region)
+
+
+def next_snapshot(
+    previous: Snapshot | None,
+    nodes: Mapping[str, NodeRecord],
+    broken: Mapping[str, str],
+    quotas: Mapping[str, Mapping[str, int]],
+    written_at: float,
+) -> Snapshot | None:
+    """The snapshot to publish, or None when nothing differs from `previous`. `nodes` revs are ignored."""
+    before = previous.nodes if previous is not None else {}
+    unchanged = [name for name, record in nodes.items() if name in before and _same(before[name], record)]
+    if (
+        previous is not None
+        and len(unchanged) == len(nodes) == len(before)
+        and dict(broken) == dict(previous.broken)
+        and {ns: dict(v) for ns, v in quotas.items()}
+        == {ns: dict(v) for ns, v in previous.quota_limits.items()}
+    ):
+        return None
+    generation = (previous.generation if previous is not None else 0) + 1
+    kept = set(unchanged)
+    records = {
+        name: before[name] if name in kept else dataclasses.replace(record, rev=generation)
+        for name, record in nodes.items()
+    }
+    return Snapshot(generation, records, dict(broken), {ns: dict(v) for ns, v in quotas.items()}, written_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    node: str
+    annotation: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    published: Snapshot | None  # None: nothing changed, nothing written
+    stamps: tuple[Stamp, ...]
+    registered: int
+    unhealthy: int
+    corrupt: int
+
+
+def _allocatable(node: Mapping[str, Any], resource: str) -> int:
+    status = node.get("status")
+    allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
+    value = allocatable.get(resource) if isinstance(allocatable, Mapping) else None
+    return max(0, quantity.as_int64(value) or 0) if value is not None else 0
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = node.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+class Registrar:
+    """Keeps what survives between passes: the NVIDIA bookkeeping, the decode cache, the last snapshot."""
+
+    def __init__(self, vendors: tuple[Vendor, ...], state_dir: Path, metrics: WorkerMetrics) -> None:
+        self._vendors = vendors
+        self._state_dir = state_dir
+        self._metrics = metrics
+        self._book: dict[tuple[str, str], health.Reported] = {}
+        self._decoded: dict[str, tuple[object, NodeDevices | str]] = {}
+        self._reasons: dict[str, str] = {}
+        self._seen: dict[str, float] = {}
+        self._seen_lock = threading.Lock()
+        self._exported: set[str] = set()
+        try:
+            self.last: Snapshot | None = snapshot.read(state_dir)
+        except (SnapshotError, KeyError, TypeError, ValueError, IndexError):
+            self.last = None
+
+    def node_changed(self, name: str, at: float | None) -> None:
+        """The node informer saw the node change (`at`) or go (None)."""
+        with self._seen_lock:
+            if at is None:
+                self._seen.pop(name, None)
+            else:
+                self._seen[name] = at
+
+    def reset_bookkeeping(self) -> None:
+        """A new term starts from what the API says, like a fresh HAMi leader."""
+        self._book.clear()
+
+    def _decode(self, node: Mapping[str, Any], vendors: list[Vendor]) -> NodeDevices | str:
+        name = node_name(node)
+        key = (tuple(sorted(node_annotations(node).items())), tuple(v.key for v in vendors))
+        cached = self._decoded.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            result: NodeDevices | str = decode_node(node, vendors)
+        except NodeUnregistered as exc:
+            result = str(exc)
+        self._decoded[name] = (key, result)
+        return result
+
+    def _health(
+        self, node: Mapping[str, Any], now: datetime, stamps: list[Stamp]
+    ) -> tuple[list[Vendor], str]:
+        """The vendors registered on the node that are healthy, and why the others are not."""
+        name, annotations = node_name(node), node_annotations(node)
+        healthy, reasons = [], []
+        for vendor in self._vendors:
+            register = annotations.get(vendor.register_annotation)
+            if register is None:
+                continue
+            verdict = health.check(
+                annotations.get(vendor.handshake_annotation),
+                _allocatable(node, vendor.resources.count),
+                register,
+                self._book.get((name, vendor.key), health.Reported()),
+                now,
+                vendor.resources.count,
+            )
+            self._book[(name, vendor.key)] = verdict.reported
+            if verdict.stamp is not None:
+                stamps.append(Stamp(name, vendor.handshake_annotation, verdict.stamp))
+            if verdict.healthy:
+                healthy.append(vendor)
+            else:
+                reasons.append(f"{vendor.key}: {verdict.reason}")
+        return healthy, "; ".join(reasons)
+
+    def run(
+        self, nodes: Iterable[Mapping[str, Any]], quotas: Iterable[Mapping[str, Any]], now: datetime
+    ) -> Pass:
+        """One pass; writes the snapshot file when it changed."""
+        records: dict[str, NodeRecord] = {}
+        broken: dict[str, str] = {}
+        stamps: list[Stamp] = []
+        unhealthy = corrupt = 0
+        present: set[str] = set()
+        for node in nodes:
+            name = node_name(node)
+            present.add(name)
+            healthy, why = self._health(node, now, stamps)
+            if why and not healthy:
+                broken[name] = f"unhealthy: {why}"
+                unhealthy += 1
+                continue
+            if not healthy:
+                continue  # no vendor registered: not a GPU node
+            decoded = self._decode(node, healthy)
+            if isinstance(decoded, str):
+                broken[name] = decoded
+                corrupt += 1
+                continue
+            labels = _labels(node)
+            zone, region = labels.get(ZONE_LABEL), labels.get(REGION_LABEL)
+            records[name] = NodeRecord(
+                decoded, 0, zone if isinstance(zone, str) else "", region if isinstance(region, str) else ""
+            )
+        self._forget_absent(present)
+        self._log_reasons(broken)
+        limits = quota_limits(quotas, self._vendors)
+        published = next_snapshot(self.last, records, broken, limits, now.timestamp())
+        if published is not None:
+            snapshot.write(self._state_dir, published)
+            self.last = published
+        self._export(now.timestamp(), present, len(records), unhealthy, corrupt)
+        return Pass(published, tuple(stamps), len(records), unhealthy, corrupt)
+
+    def _forget_absent(self, present: set[str]) -> None:
+        """HAMi's NodeDeleted: bookkeeping of nodes that are gone (or no longer selected) is dropped."""
+        for key in [k for k in self._book if k[0] not in present]:
+            del self._book[key]
+        for name in [n for n in self._decoded if n not in present]:
+            del self._decoded[name]
+
+    def _log_reasons(self, broken: Mapping[str, str]) -> None:
+        for name, reason in broken.items():
+            if self._reasons.get(name) != reason:
+                logger.warning("node left out of the inventory", extra={"node": name, "reason": reason})
+        for name in self._reasons.keys() - broken.keys():
+            logger.info("node usable again or gone", extra={"node": name})
+        self._reasons = dict(broken)
+
+    def _export(self, now: float, present: set[str], registered: int, unhealthy: int, corrupt: int) -> None:
+        m = self._metrics
+        m.nodes_registered.set(registered)
+        m.nodes_unhealthy.set(unhealthy)
+        m.nodes_corrupt.set(corrupt)
+        with self._seen_lock:
+            seen = dict(self._seen)
+        exported = {name for name in seen if name in present}
+        for name in exported:
+            m.node_report_age.labels(name).set(max(0.0, now - seen[name]))
+        for name in self._exported - exported:  # bounded by the node count: departed nodes go
+            m.node_report_age.remove(name)
+        self._exported = exported

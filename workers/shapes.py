@@ -1,0 +1,121 @@
+"""What the informers keep of each object: only the fields a decision reads (bounded memory).
+
+A real Pod or Node carries managedFields, status conditions, images and the last-applied configuration;
+thousands of them would cost hundreds of megabytes for nothing. Each function here returns a new, small dict
+with the same layout as the API object, so the pure rules (`app.core.reservations`, `app.core.inventory`,
+`app.core.quota`) read it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from app.core.inventory import CORDON_ANNOTATION
+from app.core.vendor import Vendor
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+NODE_ANNOTATION_PREFIX = "hami.io/node-"  # register, pair scores and handshakes of every vendor
+POD_ANNOTATION_PREFIX = "hami.io/"
+
+Shape = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _pick(source: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    return {key: source[key] for key in keys if key in source}
+
+
+def _metadata(obj: Mapping[str, Any], *extra: str) -> dict[str, Any]:
+    return _pick(_mapping(obj.get("metadata")), ("name", "namespace", "uid", "resourceVersion", *extra))
+
+
+def _containers(raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        return []
+    return [_pick(c, ("name", "resources")) for c in raw if isinstance(c, Mapping)]
+
+
+def _init_statuses(raw: Any) -> list[dict[str, Any]]:
+    """Only whether each init container terminated, and with which exit code (the init shrink)."""
+    if not isinstance(raw, list):
+        return []
+    kept = []
+    for entry in raw:
+        state = _mapping(_mapping(entry).get("state"))
+        terminated = _mapping(state.get("terminated"))
+        kept.append({"state": {"terminated": {"exitCode": terminated.get("exitCode")}}} if terminated else {})
+    return kept
+
+
+def pod_shape(vendors: Iterable[Vendor]) -> Shape:
+    allocated = {v.allocated_annotation for v in vendors}
+
+    def shape(pod: Mapping[str, Any]) -> dict[str, Any]:
+        metadata = _metadata(pod, "labels", "deletionTimestamp")
+        annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+        metadata["annotations"] = {
+            k: v for k, v in annotations.items() if k.startswith(POD_ANNOTATION_PREFIX) or k in allocated
+        }
+        spec = _mapping(pod.get("spec"))
+        status = _mapping(pod.get("status"))
+        return {
+            "metadata": metadata,
+            "spec": {
+                **_pick(spec, ("nodeName", "schedulerName")),
+                "containers": _containers(spec.get("containers")),
+                "initContainers": _containers(spec.get("initContainers")),
+            },
+            "status": {
+                **_pick(status, ("phase",)),
+                "initContainerStatuses": _init_statuses(status.get("initContainerStatuses")),
+            },
+        }
+
+    return shape
+
+
+def node_shape(vendors: Iterable[Vendor]) -> Shape:
+    """Registration annotations (not `hami.io/mutex.lock`, which changes on every bind), topology labels
+    and the vendors' allocatable device counts."""
+    counts = {v.resources.count for v in vendors}
+
+    def shape(node: Mapping[str, Any]) -> dict[str, Any]:
+        metadata = _metadata(node)
+        raw = _mapping(node.get("metadata"))
+        metadata["labels"] = _pick(_mapping(raw.get("labels")), (ZONE_LABEL, REGION_LABEL))
+        metadata["annotations"] = {
+            k: v
+            for k, v in _mapping(raw.get("annotations")).items()
+            if k.startswith(NODE_ANNOTATION_PREFIX) or k == CORDON_ANNOTATION
+        }
+        allocatable = _mapping(_mapping(node.get("status")).get("allocatable"))
+        return {"metadata": metadata, "status": {"allocatable": _pick(allocatable, counts)}}
+
+    return shape
+
+
+def quota_shape(vendors: Iterable[Vendor]) -> Shape:
+    tracked = {f"limits.{n}" for v in vendors for n in (v.resources.memory, v.resources.cores) if n}
+
+    def shape(quota: Mapping[str, Any]) -> dict[str, Any]:
+        hard = _mapping(_mapping(quota.get("spec")).get("hard"))
+        return {"metadata": _metadata(quota), "spec": {"hard": _pick(hard, tracked)}}
+
+    return shape
+
+
+def lease_shape(lease: Mapping[str, Any]) -> dict[str, Any]:
+    spec = _mapping(lease.get("spec"))
+    keys = ("holderIdentity", "leaseDurationSeconds", "renewTime", "acquireTime")
+    return {"metadata": _metadata(lease), "spec": _pick(spec, keys)}
+
+
+def content(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without its resourceVersion: equal content means nothing a decision reads changed."""
+    metadata = {k: v for k, v in _mapping(obj.get("metadata")).items() if k != "resourceVersion"}
+    return {**obj, "metadata": metadata}

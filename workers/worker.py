@@ -1,0 +1,315 @@
+"""The registration worker put together: informers, election, status, the work loop and its timers.
+
+Threads: one per informer (nodes, pods, resource quotas, and the Lease in follow mode), the elector in
+acquire mode, the status loop, the metrics server, and the work loop (the caller's thread). The work loop
+does everything that takes long, in this order of priority:
+
+1. a new term (we just became leader, or started without election): rebuild the ledger from a fresh pod
+   list, run a registration pass, mark the term synced — only if it is still the same term — and then
+   write the handshakes and role labels that pass called for;
+2. a registration pass, every HAMI_REGISTRATION_INTERVAL or shortly after a node or quota change
+   (debounced); followers publish their local snapshot too (the stateless webhook on every replica needs
+   quota limits) but never write to the API;
+3. every ten seconds the ledger sweep, every five minutes the tombstone prune, and on the synced leader
+   every ten minutes an audit (a rebuild from a fresh list compared with the ledger; applied only on drift).
+
+Every node write re-asks the elector first, so losing leadership stops them at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from app.core.inventory import node_name
+from app.k8s import objects
+from app.k8s.client import Kube
+from app.k8s.errors import ApiError
+from app.k8s.watching import Target, list_objects
+from app.state.ledger import Ledger
+from app.state.status import HEARTBEAT_MAX_AGE
+from config.settings import Settings
+from workers import roles, shapes
+from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
+from workers.informers import DELETED, Change, Informer, by_name, by_uid
+from workers.metrics import MetricsServer, WorkerMetrics
+from workers.reconcile import Reconciler, Rules
+from workers.registration import Pass, Registrar, Stamp
+from workers.status import StatusLoop
+
+logger = logging.getLogger(__name__)
+
+DEBOUNCE = 0.3  # seconds to gather node/quota changes into one pass
+SWEEP_EVERY = 10.0
+PRUNE_EVERY = 300.0
+AUDIT_EVERY = 600.0
+STAMP_CONCURRENCY = 8
+
+
+class _Timer:
+    def __init__(self, every: float, now: float, *, first: float | None = None) -> None:
+        self.every = every
+        self.due = now + (every if first is None else first)
+
+    def fire(self, now: float) -> bool:
+        if now < self.due:
+            return False
+        self.due = now + self.every
+        return True
+
+
+class Worker:
+    def __init__(self, settings: Settings, kube: Kube, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.metrics = WorkerMetrics()
+        self._kube = kube
+        self._clock = clock
+        self._trigger = threading.Event()
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        # First, so an unusable HAMI_WORKER_METRICS_BIND fails before anything else is opened.
+        self.server = MetricsServer(settings.worker_metrics_bind, self.metrics, self.healthy)
+        self._reconcile_ledger = Ledger(settings.state_dir)
+        self._status_ledger = Ledger(settings.state_dir)
+        vendors = settings.vendors
+        self.reconciler = Reconciler(
+            self._reconcile_ledger,
+            Rules(settings.scheduler_name, vendors, settings.inflight_ttl),
+            clock,
+            on_problem=self.metrics.corrupt_pods.inc,
+        )
+        self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
+        self._pod_target = Target("pods", field_selector=f"spec.schedulerName={settings.scheduler_name}")
+        self._pod_shape = shapes.pod_shape(vendors)
+        restart = self._count_restart
+        self.nodes = Informer(
+            kube,
+            Target("nodes", label_selector=settings.node_label_selector),
+            shapes.node_shape(vendors),
+            by_name,
+            self._on_nodes,
+            on_restart=restart,
+        )
+        self.pods = Informer(
+            kube, self._pod_target, self._pod_shape, by_uid, self.reconciler.handle, on_restart=restart
+        )
+        self.quotas = Informer(
+            kube,
+            Target("resourcequotas"),
+            shapes.quota_shape(vendors),
+            by_name,
+            self._on_quotas,
+            on_restart=restart,
+        )
+        self.informers = [self.nodes, self.pods, self.quotas]
+        self.elector = self._elector()
+        leader = settings.leader
+        self.status = StatusLoop(
+            self._status_ledger,
+            self.elector,
+            leader.identity,
+            self.metrics,
+            period=min(leader.retry_period, 2.0),
+            clock=clock,
+            on_promoted=self._trigger.set,
+        )
+
+    def _elector(self) -> Elector:
+        leader = self.settings.leader
+        if not leader.enabled:
+            return AlwaysLeader(leader.identity)
+        if leader.mode == "acquire":
+            return AcquireLease(self._kube, leader, lambda: self.status.wake())
+        lease_key = f"{leader.resource_namespace}/{leader.resource_name}"
+        informer = Informer(
+            self._kube,
+            Target(
+                "leases", leader.resource_namespace, field_selector=f"metadata.name={leader.resource_name}"
+            ),
+            shapes.lease_shape,
+            by_name,
+            lambda _changes: self.status.wake(),
+            on_restart=self._count_restart,
+        )
+        self.informers.append(informer)
+        return FollowLease(lambda: informer.get(lease_key), leader.identity)
+
+    # -- informer handlers (informer threads) -------------------------------------------------------------
+
+    def _count_restart(self, resource: str, reason: str) -> None:
+        self.metrics.watch_restarts.labels(resource, reason).inc()
+
+    def _on_nodes(self, changes: Sequence[Change]) -> None:
+        now = self._clock()
+        relevant = False
+        for change in changes:
+            self.registrar.node_changed(node_name(change.obj), None if change.type == DELETED else now)
+            old = change.old
+            relevant |= (
+                old is None or change.type == DELETED or shapes.content(old) != shapes.content(change.obj)
+            )
+        if relevant:
+            self._dirty.set()
+            self._trigger.set()
+
+    def _on_quotas(self, changes: Sequence[Change]) -> None:
+        if changes:
+            self._dirty.set()
+            self._trigger.set()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        return self._clock() - self.status.current().alive_at <= HEARTBEAT_MAX_AGE
+
+    def stop(self) -> None:
+        """Ask the work loop to finish (signal handlers call this)."""
+        self._stop.set()
+        self._trigger.set()
+
+    def run(self) -> None:
+        """Until `stop()`: start everything, wait for the informers' first lists, then the work loop."""
+        self.server.start()
+        for informer in self.informers:
+            informer.start()
+        self.status.start()
+        self.elector.start()
+        try:
+            while not all(i.synced.is_set() for i in self.informers):
+                self.status.alive()
+                if self._stop.wait(0.2):
+                    return
+            logger.info(
+                "informers synced", extra={"nodes": len(self.nodes.keys()), "pods": len(self.pods.keys())}
+            )
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self.status.stop()  # leader=False, synced=False first: the HTTP side stops deciding at once
+        self.elector.stop(timeout=self.settings.leader.retry_period + 5)
+        for informer in self.informers:
+            informer.stop()
+        for informer in self.informers:
+            informer.join(5)
+        self.server.stop()
+        self._reconcile_ledger.close()
+        self._status_ledger.close()
+
+    def _loop(self) -> None:
+        now = time.monotonic()
+        registration = _Timer(self.settings.registration_interval, now, first=0.0)
+        sweep = _Timer(SWEEP_EVERY, now, first=0.0)
+        prune = _Timer(PRUNE_EVERY, now)
+        audit = _Timer(AUDIT_EVERY, now)
+        synced_term = 0
+        while not self._stop.is_set():
+            self.status.alive()
+            term = self.status.leading_term()
+            try:
+                if term and term != synced_term:
+                    synced_term = term if self._sync(term) else synced_term
+                    registration.due = time.monotonic() + registration.every
+                elif self._dirty.is_set() or registration.fire(time.monotonic()):
+                    if self._dirty.is_set():
+                        self._stop.wait(DEBOUNCE)
+                    self._dirty.clear()
+                    self._register(term)
+                self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
+            except Exception:
+                logger.exception("work loop step failed; retrying")
+                self._stop.wait(min(self.settings.leader.retry_period, 2.0))
+            self._trigger.wait(1.0)
+            self._trigger.clear()
+
+    # -- the work -----------------------------------------------------------------------------------------
+
+    def _list_pods(self) -> list[dict[str, object]]:
+        found, _ = list_objects(self._kube, self._pod_target, self._pod_shape, on_page=self.status.alive)
+        return found
+
+    def _sync(self, term: int) -> bool:
+        """A new term: rebuild the ledger from a fresh list, publish the inventory, declare synced; then
+        the node writes (handshakes, role labels), which do not change what was published."""
+        started = time.monotonic()
+        self.registrar.reset_bookkeeping()
+        try:
+            self.reconciler.rebuild(self._list_pods)
+        except ApiError as exc:
+            logger.warning("ledger rebuild failed; retrying", extra={"error": exc.message})
+            self._stop.wait(min(self.settings.leader.retry_period, 2.0))
+            return False
+        self.metrics.rebuilds.inc()
+        if self.status.leading_term() != term:
+            return False
+        result = self._publish()
+        if not self.status.mark_synced(term):
+            return False
+        logger.info("synced", extra={"term": term, "seconds": round(time.monotonic() - started, 3)})
+        self._write_nodes(term, result.stamps)
+        return True
+
+    def _register(self, term: int) -> None:
+        result = self._publish()
+        if term:
+            self._write_nodes(term, result.stamps)
+
+    def _publish(self) -> Pass:
+        started = time.perf_counter()
+        result = self.registrar.run(
+            self.nodes.items(), self.quotas.items(), datetime.fromtimestamp(self._clock(), UTC)
+        )
+        self.metrics.sweep_seconds.observe(time.perf_counter() - started)
+        if result.published is not None:
+            self.status.published(result.published.generation)
+            self.status.wake()
+        return result
+
+    def _write_nodes(self, term: int, stamps: Sequence[Stamp]) -> None:
+        """The leader's API writes: handshakes (a few at a time: a first start stamps every GPU node) and
+        HAMi's role labels. Each write first checks that `term` is still ours."""
+        if stamps:
+            with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY, thread_name_prefix="stamp") as pool:
+                list(pool.map(lambda stamp: self._stamp(term, stamp), stamps))
+        s = self.settings
+        if s.scheduler_role_label and s.pod_name and s.pod_namespace:
+            roles.label_roles(
+                self._kube, s.pod_namespace, s.pod_name, lambda: self.status.leading_term() == term
+            )
+
+    def _stamp(self, term: int, stamp: Stamp) -> None:
+        if self.status.leading_term() != term:
+            return
+        self.status.alive()
+        try:
+            objects.patch_node_annotations(self._kube, stamp.node, {stamp.annotation: stamp.value})
+            self.metrics.handshakes.labels("ok").inc()
+        except ApiError as exc:
+            self.metrics.handshakes.labels("error").inc()
+            if not exc.not_found:
+                logger.warning("handshake patch failed", extra={"node": stamp.node, "error": exc.message})
+
+    def _housekeeping(self, synced_leader: bool, sweep: _Timer, prune: _Timer, audit: _Timer) -> None:
+        now = time.monotonic()
+        if sweep.fire(now):
+            for state, count in self.reconciler.sweep(self.pods.get).items():
+                self.metrics.ledger_entries.labels(state).set(count)
+        if prune.fire(now):
+            self.reconciler.prune()
+        if audit.fire(now) and synced_leader:
+            drift = self.reconciler.rebuild(self._list_pods, only_on_drift=True)
+            if drift:
+                self.metrics.ledger_drift.inc()
+                logger.warning(
+                    "ledger differed from the API; rebuilt",
+                    extra={
+                        "missing": len(drift.missing),
+                        "extra": len(drift.extra),
+                        "changed": len(drift.changed),
+                    },
+                )
