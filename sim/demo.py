@@ -1,0 +1,249 @@
+"""`python -m sim demo`: the playground — a whole HAMi cluster on one machine, every actor a real process.
+
+    python -m sim demo [--nodes 20] [--pods 150] [--seed 0] [--workers 2] [--report FILE] [--timeout 300]
+
+Starts, each as a child process stopped by PID at the end (also on Ctrl-C or failure, process groups
+included): the API emulator, the simulated GPU nodes (`python -m sim nodes`), the registration worker
+(`python -m workers`), our service (`gunicorn -c config/gunicorn.conf.py wsgi:app`) and the simulated
+kube-scheduler (`python -m sim scheduler`). Every pod of the mix (sim.workload) goes through our `/webhook`
+first — an AdmissionReview v1 CREATE whose JSON Patch is applied, standing in for the API server's admission
+chain — and is then created. The demo waits until every pod is bound or rejected, prints the placement table
+and per-GPU bars, and writes the report (sim.report; keys in docs/demo.md).
+
+Exit status: 0 when the run completed (the verdict is in the report), 1 with one line on stderr when the
+infrastructure failed (a process died, the service never became ready, pods still pending at the timeout),
+130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import jsonpatch
+import orjson
+import urllib3
+
+from sim import podutil
+from sim.actors import stats_of
+from sim.command import Command
+from sim.kube import Kube, KubeError, atomic_write_json, pod_path
+from sim.report import placement_table, summarize, utilisation_chart
+from sim.stack import DemoFailure, Stack, start_cluster
+from sim.workload import DEMO_LABEL, DemoPod, demo_pods
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGINT."""
+
+
+def admit(http: urllib3.PoolManager, url: str, demo: DemoPod) -> tuple[dict[str, Any] | None, str]:
+    """Our webhook on a CREATE of the pod: the pod to create (patch applied), or None and the denial."""
+    pod = demo.manifest
+    meta = pod["metadata"]
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": f"demo-{meta['namespace']}-{meta['name']}",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:default:demo"},
+            "object": pod,
+            "dryRun": False,
+        },
+    }
+    response = http.request(
+        "POST", f"{url}/webhook", body=orjson.dumps(review), headers={"Content-Type": "application/json"}
+    )
+    if response.status != 200:
+        raise DemoFailure(f"the webhook answered HTTP {response.status} for {demo.key}")
+    answer = orjson.loads(response.data).get("response") or {}
+    if not answer.get("allowed"):
+        return None, str((answer.get("status") or {}).get("message") or "denied")
+    if answer.get("patch"):
+        pod = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(answer["patch"])))
+    return pod, ""
+
+
+def demo_state(kube: Kube) -> list[dict[str, Any]]:
+    return kube.list("/api/v1/pods", labelSelector=f"{DEMO_LABEL}=true")[1]
+
+
+def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, Any]:
+    pods = demo_pods(args.pods, args.seed)
+    denied: dict[str, str] = {}
+    started = time.time()
+    for demo in pods:
+        manifest, reason = admit(stack.http, stack.service_url, demo)
+        if manifest is None:
+            denied[demo.key] = reason
+            continue
+        kube.create(pod_path(manifest["metadata"]["namespace"]), manifest)
+    created = len(pods) - len(denied)
+    print(f"submitted {created} pods ({len(denied)} denied by the webhook) in {time.time() - started:.1f}s")
+    deadline = time.monotonic() + args.timeout
+    last_print = 0.0
+    while True:
+        stack.check()
+        state = demo_state(kube)
+        bound = sum(1 for p in state if podutil.node_name(p))
+        rejected = sum(
+            1 for p in state if not podutil.node_name(p) and podutil.REJECTED in podutil.annotations_of(p)
+        )
+        if time.monotonic() - last_print > 2.0:
+            print(
+                f"  bound {bound}/{created}  unschedulable {rejected}  waiting {created - bound - rejected}"
+            )
+            last_print = time.monotonic()
+        if bound + rejected >= created or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    settled = time.time()
+
+    def quiet() -> bool:
+        current = demo_state(kube)
+        allocating = [p for p in current if podutil.node_name(p) and podutil.phase(p) == "Pending"]
+        locked = [
+            n for n in kube.list("/api/v1/nodes")[1] if "hami.io/mutex.lock" in podutil.annotations_of(n)
+        ]
+        return not allocating and not locked
+
+    deadline_settle = time.monotonic() + args.settle
+    while not quiet() and time.monotonic() < deadline_settle:
+        stack.check()
+        time.sleep(0.25)
+    return {"denied": denied, "submit_started": started, "settled_at": settled, "requested": len(pods)}
+
+
+def build_report(
+    args: argparse.Namespace, stack: Stack, kube: Kube, run: dict[str, Any], began: float
+) -> dict[str, Any]:
+    pods, nodes = demo_state(kube), kube.list("/api/v1/nodes")[1]
+    stack.stop("scheduler", "nodes")  # their final stats
+    scheduler, plugin = (
+        stats_of(stack.workdir / "scheduler-stats.json"),
+        stats_of(stack.workdir / "nodes-stats.json"),
+    )
+    report = summarize(pods, nodes)
+    elapsed = max(1e-9, (scheduler.get("last_bound_wall") or run["settled_at"]) - run["submit_started"])
+    report.update(
+        {
+            "pods_requested": run["requested"],
+            "pods_webhook_denied": len(run["denied"]),
+            "webhook_denied": run["denied"],
+            "filter_p50_ms": (scheduler.get("filter") or {}).get("p50_ms", 0.0),
+            "filter_p99_ms": (scheduler.get("filter") or {}).get("p99_ms", 0.0),
+            "bind_p50_ms": (scheduler.get("bind") or {}).get("p50_ms", 0.0),
+            "bind_p99_ms": (scheduler.get("bind") or {}).get("p99_ms", 0.0),
+            "pods_per_second": round(report["pods_bound"] / elapsed, 2),
+            "scheduling_seconds": round(run["settled_at"] - run["submit_started"], 2),
+            "wall_seconds": round(time.time() - began, 2),
+            "seed": args.seed,
+            "settings": {
+                "nodes": args.nodes,
+                "pods": args.pods,
+                "workers": args.workers,
+                "gpus_per_node": args.gpus_per_node,
+                "zones": args.zones,
+                "tls": args.tls,
+            },
+            "scheduler": scheduler,
+            "device_plugin": plugin,
+            "workdir": str(stack.workdir),
+        }
+    )
+    print("\n".join(placement_table(pods, nodes)))
+    print()
+    print("\n".join(utilisation_chart(pods, nodes)))
+    return report
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def run(args: argparse.Namespace) -> int:
+    began = time.time()
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(workdir)
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    failure, code, report = "", 0, None
+    try:
+        print(f"starting the cluster in {workdir} ...")
+        kube = start_cluster(args, stack)
+        print(f"ready after {time.time() - began:.1f}s: {args.nodes} nodes, service at {stack.service_url}")
+        run_info = run_pods(args, stack, kube)
+        report = build_report(args, stack, kube, run_info, began)
+        if report["pods_pending"]:
+            failure, code = f"timed out: {report['pods_pending']} pods neither bound nor rejected", 1
+    except DemoFailure as exc:
+        failure, code = str(exc), 1
+    except (KubeError, urllib3.exceptions.HTTPError, OSError, TimeoutError, RuntimeError) as exc:
+        failure, code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
+    except Interrupted as exc:
+        failure, code = f"interrupted ({exc})", 130
+    finally:
+        for sig in previous:  # a second Ctrl-C must not abort the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if report is not None:
+        report["child_pids"] = stack.pids
+        report["children_left"] = stack.survivors()
+        report["exit"] = failure or "completed"
+        if args.report:
+            atomic_write_json(args.report, report)
+        keys = (
+            "pods_total",
+            "pods_bound",
+            "pods_unschedulable",
+            "oversubscribed_devices",
+            "node_locks_held",
+            "filter_p50_ms",
+            "filter_p99_ms",
+            "bind_p50_ms",
+            "bind_p99_ms",
+            "pods_per_second",
+            "wall_seconds",
+        )
+        print("\n" + "  ".join(f"{k}={report[k]}" for k in keys))
+    if failure:
+        print(f"demo failed: {failure} (logs in {workdir})", file=sys.stderr)
+    elif not args.keep and not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return code
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--pods", type=int, default=150)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="Gunicorn workers (HAMI_WORKERS)")
+    parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for bound/rejected")
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds to wait for allocations after")
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--zones", type=int, default=3)
+    parser.add_argument("--allocate-latency", type=float, default=0.002)
+    parser.add_argument("--unschedulable-timeout", type=float, default=5.0, help="see sim.scheduler")
+    parser.add_argument("--max-unschedulable", type=int, default=5, help="see sim.scheduler")
+    parser.add_argument("--tls", action="store_true", help="serve our service over HTTPS (a throwaway CA)")
+    parser.add_argument("--workdir", default="", help="keep the logs and state here (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir after a successful run")
+
+
+COMMAND = Command(add_arguments, run)

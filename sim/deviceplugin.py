@@ -1,0 +1,354 @@
+"""The kubelet and HAMi's device plugin of every simulated GPU node (the Allocate side of the contract).
+
+For each pod bound to one of our nodes the simulated kubelet admits it (one pod at a time per node, as the
+kubelet's sync loop does) and calls the device plugin's Allocate once per container that requests
+`nvidia.com/gpu` (init containers first). Allocate behaves like HAMi's (reference §4.10; HAMi
+`plugin/server.go` Allocate, `pkg/util` GetPendingPod, `pkg/device` PodAllocationTrySuccess/Failed):
+
+1. find the pod through the node lock `hami.io/mutex.lock` (`<time>,<ns>,<name>`, the pod must still be in
+   bind-phase allocating or success), else fall back to a Pending pod on this node with `hami.io/bind-time`,
+   bind-phase `allocating` and `hami.io/vgpu-node` = this node;
+2. take the first non-empty container group of `hami.io/vgpu-devices-to-allocate`; its device count must
+   equal the container's `nvidia.com/gpu` and every UUID must exist on this node; erase the group (re-encode
+   the rest, which grows the value by one `;` like HAMi, quirk #43) and patch it;
+3. when no `NVIDIA` device is left: `hami.io/bind-phase: success` and release the lock (a delete with a
+   resourceVersion precondition, only if the lock names this pod); on any error: `failed` and release.
+
+The kubelet then reports the pod Running (status subresource) or, when Allocate failed, Failed with
+`UnexpectedAdmissionError`; later Succeeded after `sim.hami.io/run-seconds` (default: runs until deleted).
+Pods without GPU containers just become Running. Oddities that HAMi would not notice (Allocate served
+another pod than the one being admitted, a group mapped to a container without GPUs, an allocation left
+incomplete with the lock held) are counted in the stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from app.core import codec, nodelock
+from app.core.model import ContainerDevices
+from sim import podutil
+from sim.apiserver.deferred import Deferred
+from sim.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
+from sim.nodes import ClusterSpec, NodeSpec
+
+logger = logging.getLogger(__name__)
+
+LOCK = nodelock.LOCK_ANNOTATION
+TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+ASSIGNED_NODE = "hami.io/vgpu-node"
+VENDOR = "NVIDIA"
+Obj = dict[str, Any]
+
+
+class AllocateError(Exception):
+    """Allocate failed; the kubelet rejects the pod with this message."""
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    allocate_latency: float = 0.002  # seconds one Allocate call takes on the node (besides API calls)
+    workers: int = 8  # allocation threads shared by all nodes
+    default_run_seconds: float | None = None  # None: pods run until deleted
+
+
+class Stats:
+    """Counters and latencies, safe to update from several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counters: Counter[str] = Counter()
+        self.allocate_ms: list[float] = []
+        self.admit_ms: list[float] = []
+
+    def count(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self.counters[name] += amount
+
+    def record(self, series: list[float], value: float) -> None:
+        with self._lock:
+            series.append(value)
+
+    def as_json(self) -> Obj:
+        with self._lock:
+            return {
+                "counters": dict(sorted(self.counters.items())),
+                "allocate": podutil.summary(self.allocate_ms),
+                "admit": podutil.summary(self.admit_ms),
+            }
+
+
+class DevicePlugin:
+    """HAMi's device plugin on one node: Allocate with the same API calls HAMi makes."""
+
+    def __init__(self, kube: Kube, spec: NodeSpec, stats: Stats, latency: float = 0.0) -> None:
+        self.kube = kube
+        self.spec = spec
+        self.stats = stats
+        self.latency = latency
+        self.uuids = frozenset(d.id for d in spec.devices)
+
+    @property
+    def node(self) -> str:
+        return self.spec.name
+
+    def pending_pod(self) -> Obj:
+        """HAMi's GetPendingPod: the node lock's pod, else the bind-time fallback."""
+        node = self.kube.get(node_path(self.node))
+        value = podutil.annotations_of(node).get(LOCK)
+        if value:
+            try:
+                lock = nodelock.parse_lock(value)
+            except nodelock.LockParseError as exc:
+                raise AllocateError(str(exc)) from None
+            if lock.namespace and lock.name:
+                pod = self.kube.get_or_none(pod_path(lock.namespace, lock.name))
+                phase = podutil.annotations_of(pod).get(nodelock.BIND_PHASE) if pod else None
+                if pod is not None and phase in (nodelock.PHASE_ALLOCATING, nodelock.PHASE_SUCCESS):
+                    return pod
+        self.stats.count("pending_pod_fallback")
+        _, pods = self.kube.list("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")
+        for pod in pods:
+            notes = podutil.annotations_of(pod)
+            if (
+                podutil.phase(pod) == "Pending"
+                and nodelock.BIND_TIME in notes
+                and notes.get(nodelock.BIND_PHASE) == nodelock.PHASE_ALLOCATING
+                and notes.get(ASSIGNED_NODE) == self.node
+            ):
+                return pod
+        raise AllocateError(f"no binding pod found on node {self.node}")
+
+    def allocate(self, requested: int) -> tuple[Obj, int]:
+        """One kubelet Allocate call for a container asking `requested` GPUs. Returns the pod served and the
+        container index its device group belonged to."""
+        started = time.perf_counter()
+        if self.latency > 0:
+            time.sleep(self.latency)
+        current: Obj | None = None
+        try:
+            current = self.pending_pod()
+            index, devices = self._pop_group(current)
+            if len(devices) != requested:
+                raise AllocateError("device number not matched")
+            missing = [d.uuid for d in devices if d.uuid not in self.uuids]
+            if missing:
+                raise AllocateError(f"device {missing[0]} not found on node {self.node}")
+            self._try_success(current)
+        except (AllocateError, KubeError, codec.CodecError) as exc:
+            self.stats.count("allocate_failed")
+            if current is not None:
+                self._finish(current, nodelock.PHASE_FAILED)
+            raise AllocateError(str(exc)) from None
+        self.stats.record(self.stats.allocate_ms, (time.perf_counter() - started) * 1000.0)
+        self.stats.count("allocate_ok")
+        return current, index
+
+    def _pop_group(self, pod: Obj) -> tuple[int, ContainerDevices]:
+        """GetNextDeviceRequest + EraseNextDeviceTypeFromAnnotation."""
+        groups = list(codec.decode_pod_single_device(podutil.annotations_of(pod).get(TO_ALLOCATE, "")))
+        for index, group in enumerate(groups):
+            if group:
+                groups[index] = ()
+                patch = {
+                    "metadata": {"annotations": {TO_ALLOCATE: codec.encode_pod_single_device(tuple(groups))}}
+                }
+                self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
+                return index, group
+        raise AllocateError("device request not found")
+
+    def _try_success(self, pod: Obj) -> None:
+        """PodAllocationTrySuccess: success once no device of ours is left to allocate."""
+        fresh = self.kube.get(pod_path(podutil.namespace(pod), podutil.name(pod)))
+        if VENDOR not in podutil.annotations_of(fresh).get(TO_ALLOCATE, ""):
+            self._finish(fresh, nodelock.PHASE_SUCCESS)
+
+    def _finish(self, pod: Obj, phase: str) -> None:
+        """PodAllocationSuccess / PodAllocationFailed: the bind phase, then release the node lock."""
+        try:
+            patch = {"metadata": {"annotations": {nodelock.BIND_PHASE: phase}}}
+            self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
+        except KubeError as exc:
+            logger.warning(
+                "%s: setting bind-phase %s on %s failed: %s", self.node, phase, podutil.key(pod), exc
+            )
+        self.release_lock(podutil.namespace(pod), podutil.name(pod))
+        self.stats.count(f"bind_phase_{phase}")
+
+    def release_lock(self, namespace: str, name: str) -> bool:
+        """HAMi's ReleaseNodeLock with the owner check: delete only our pod's lock, only if unchanged."""
+        for _ in range(5):
+            node = self.kube.get(node_path(self.node))
+            value = podutil.annotations_of(node).get(LOCK)
+            if value is None:
+                return False
+            if "," in value and not nodelock.is_owned_by(value, namespace, name):
+                self.stats.count("lock_release_not_owner")
+                return False
+            rv = podutil.meta(node).get("resourceVersion")
+            try:
+                self.kube.patch(
+                    node_path(self.node), {"metadata": {"annotations": {LOCK: None}, "resourceVersion": rv}}
+                )
+                self.stats.count("lock_released")
+                return True
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+        return False
+
+
+class Kubelets:
+    """The kubelets of all simulated nodes: one pod watch for all of them, a small shared thread pool,
+    admissions serial per node, and one timer thread for pods that finish."""
+
+    def __init__(self, kube: Kube, cluster: ClusterSpec, config: PluginConfig | None = None) -> None:
+        self.kube = kube
+        self.config = config or PluginConfig()
+        self.stats = Stats()
+        latency = self.config.allocate_latency
+        self.plugins = {s.name: DevicePlugin(kube, s, self.stats, latency) for s in cluster.nodes}
+        self._host_ips = {s.name: f"10.0.{i // 250}.{i % 250 + 1}" for i, s in enumerate(cluster.nodes)}
+        self._pool = ThreadPoolExecutor(max(1, self.config.workers), thread_name_prefix="sim-kubelet")
+        self._lock = threading.Lock()
+        self._queues: dict[str, deque[tuple[str, float]]] = {s.name: deque() for s in cluster.nodes}
+        self._busy: set[str] = set()
+        self._seen: set[str] = set()  # pod UIDs admitted or queued
+        self._pod_ips = 0
+        self._timers = Deferred("sim-kubelet-timers")
+        self._stopped = False
+        self.informer = Informer(
+            kube, "/api/v1/pods", self._on_pod, "sim-kubelet-pods", fieldSelector="spec.nodeName!="
+        )
+
+    def start(self) -> Kubelets:
+        self.informer.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.informer.stop()
+        self._timers.stop()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # --- events ---------------------------------------------------------------------------------------------
+
+    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        node = podutil.node_name(pod)
+        if node not in self.plugins:
+            return
+        uid = podutil.uid(pod)
+        with self._lock:
+            if kind == "DELETED":
+                self._seen.discard(uid)
+                return
+            if uid in self._seen or podutil.terminating(pod):
+                return
+            self._seen.add(uid)
+            state = podutil.phase(pod)
+            if state == "Running":
+                self._schedule_finish(pod)
+                return
+            if state != "Pending":
+                return
+            self._queues[node].append((podutil.key(pod), time.perf_counter()))
+            if node not in self._busy and not self._stopped:
+                self._busy.add(node)
+                self._pool.submit(self._drain, node)
+
+    def _drain(self, node: str) -> None:
+        """Admit the node's queued pods one at a time (the kubelet's sync loop)."""
+        while True:
+            with self._lock:
+                queue = self._queues[node]
+                if not queue or self._stopped:
+                    self._busy.discard(node)
+                    return
+                key, queued_at = queue.popleft()
+            try:
+                self._admit(node, key, queued_at)
+            except Exception:
+                logger.exception("%s: admitting %s failed", node, key)
+                self.stats.count("admit_crashed")
+
+    # --- admission ------------------------------------------------------------------------------------------
+
+    def _admit(self, node: str, key: str, queued_at: float) -> None:
+        pod = self.informer.store.get(key)
+        if pod is None or podutil.terminating(pod) or podutil.phase(pod) != "Pending":
+            return
+        plugin = self.plugins[node]
+        namespace, name = podutil.namespace(pod), podutil.name(pod)
+        ordered = podutil.containers(pod, init=True) + podutil.containers(pod)
+        for index, container in podutil.gpu_containers(pod):
+            try:
+                served, group_index = plugin.allocate(podutil.gpu_count(container))
+            except AllocateError as exc:
+                self._set_status(pod, podutil.admission_failed_status(str(exc)))
+                self.stats.count("pods_failed_admission")
+                return
+            if podutil.key(served) != key:
+                self.stats.count("allocate_served_other_pod")
+            elif group_index != index or group_index >= len(ordered):
+                self.stats.count("allocate_group_container_mismatch")
+        if podutil.gpu_containers(pod):
+            fresh = self.kube.get_or_none(pod_path(namespace, name))
+            notes = podutil.annotations_of(fresh) if fresh else {}
+            if VENDOR in notes.get(TO_ALLOCATE, "") or notes.get(nodelock.BIND_PHASE) == "allocating":
+                self.stats.count("allocation_incomplete")
+        with self._lock:
+            self._pod_ips += 1
+            pod_ip = f"10.244.{self._pod_ips // 250}.{self._pod_ips % 250 + 1}"
+        if self._set_status(pod, podutil.running_status(pod, self._host_ips[node], pod_ip)):
+            self.stats.count("pods_running")
+            self.stats.record(self.stats.admit_ms, (time.perf_counter() - queued_at) * 1000.0)
+            self._schedule_finish(pod)
+
+    def _set_status(self, pod: Mapping[str, Any], status: Obj) -> bool:
+        path = pod_path(podutil.namespace(pod), podutil.name(pod), "status")
+        try:
+            self.kube.patch(path, {"metadata": {"uid": podutil.uid(pod)}, "status": status}, STRATEGIC)
+            return True
+        except KubeError as exc:
+            if exc.status != 404:
+                logger.warning("status of %s: %s", podutil.key(pod), exc)
+            return False
+
+    # --- completion -----------------------------------------------------------------------------------------
+
+    def _schedule_finish(self, pod: Mapping[str, Any]) -> None:
+        raw = podutil.annotations_of(pod).get(podutil.RUN_SECONDS)
+        seconds = self.config.default_run_seconds
+        if raw is not None:
+            try:
+                seconds = float(raw)
+            except ValueError:
+                seconds = None
+        if seconds is None or seconds < 0:
+            return
+        key, uid = podutil.key(pod), podutil.uid(pod)
+
+        def due() -> None:
+            if not self._stopped:
+                self._pool.submit(self._finish, key, uid)
+
+        self._timers.call_later(seconds, due)
+
+    def _finish(self, key: str, uid: str) -> None:
+        pod = self.informer.store.get(key)
+        if (
+            pod is None
+            or podutil.uid(pod) != uid
+            or podutil.phase(pod) != "Running"
+            or podutil.terminating(pod)
+        ):
+            return
+        if self._set_status(pod, podutil.finished_status(pod)):
+            self.stats.count("pods_succeeded")

@@ -1,0 +1,191 @@
+"""Simulated GPU nodes: the Node objects HAMi's device plugin and the kubelet would publish.
+
+Each node carries what the real ones carry for the scheduler: `hami.io/node-nvidia-register` (JSON written
+with app.core.codec.encode_register_json, exactly like the device plugin: split count 10, memory in MiB,
+devcore 100, the NVML model name, NUMA, mode hami-core, health true), `status.allocatable["nvidia.com/gpu"]`
+= GPUs x split count (the plugin advertises split slots), cpu/memory/pods capacity, the Ready condition and
+the `kubernetes.io/hostname`, `topology.kubernetes.io/zone` and `topology.kubernetes.io/region` labels.
+
+Nodes are assigned to zones in contiguous blocks (node-01..07 in zone a, ...), so kube-scheduler's zone round
+robin visibly differs from name order. GPU UUIDs derive from the seed: the same seed, the same cluster.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.codec import encode_register_json
+from app.core.model import DeviceInfo
+from sim.kube import Kube, KubeError, node_path
+
+REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+GPU_RESOURCE = "nvidia.com/gpu"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+SIM_LABEL = "sim.hami.io/node"
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    key: str
+    name: str  # the NVML name as the device plugin registers it
+    memory: int  # MiB
+
+
+CATALOG: dict[str, GpuModel] = {
+    m.key: m
+    for m in (
+        GpuModel("a100-80", "NVIDIA A100-SXM4-80GB", 81920),
+        GpuModel("a100-40", "NVIDIA A100-SXM4-40GB", 40960),
+        GpuModel("h100", "NVIDIA H100 80GB HBM3", 81559),
+        GpuModel("l40s", "NVIDIA L40S", 46068),
+        GpuModel("v100", "NVIDIA-Tesla V100-PCIE-32GB", 32768),
+        GpuModel("t4", "NVIDIA-Tesla T4", 15360),
+    )
+}
+DEFAULT_MODELS = ("a100-80", "h100", "a100-40", "l40s")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    zone: str
+    region: str
+    model: GpuModel
+    devices: tuple[DeviceInfo, ...]
+    cpu: str = "96"
+    memory: str = "1024Gi"
+    pods: str = "110"
+    split_count: int = 10
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpu_slots(self) -> int:
+        return sum(d.count for d in self.devices)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    nodes: tuple[NodeSpec, ...]
+
+    def node(self, name: str) -> NodeSpec | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+
+def parse_models(text: str) -> list[tuple[GpuModel, int | None]]:
+    """`a100-80:8,t4:4` or `a100-80,h100` (count from --gpus-per-node) -> models cycled over the nodes."""
+    result: list[tuple[GpuModel, int | None]] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, _, count = part.partition(":")
+        if key not in CATALOG:
+            raise ValueError(f"unknown GPU model {key!r}; known: {', '.join(CATALOG)}")
+        result.append((CATALOG[key], int(count) if count else None))
+    if not result:
+        raise ValueError("no GPU model given")
+    return result
+
+
+def build_cluster(
+    nodes: int,
+    *,
+    seed: int = 0,
+    models: Sequence[tuple[GpuModel, int | None]] | None = None,
+    gpus_per_node: int = 8,
+    zones: int = 3,
+    split_count: int = 10,
+    prefix: str = "gpu-node",
+    region: str = "region-1",
+) -> ClusterSpec:
+    """`nodes` nodes in `zones` zones (contiguous blocks), GPU models cycled over the nodes."""
+    if nodes < 1 or zones < 1 or gpus_per_node < 0 or split_count < 1:
+        raise ValueError("nodes, zones and split count must be positive")
+    rng = random.Random(seed)
+    chosen = list(models or [(CATALOG[k], None) for k in DEFAULT_MODELS])
+    width = max(2, len(str(nodes)))
+    zone_count = min(zones, nodes)
+    specs = []
+    for i in range(nodes):
+        name = f"{prefix}-{i + 1:0{width}d}"
+        zone = f"{region}{chr(ord('a') + (i * zone_count) // nodes)}"
+        model, count = chosen[i % len(chosen)]
+        count = gpus_per_node if count is None else count
+        devices = tuple(
+            DeviceInfo(
+                id=f"GPU-{uuid.UUID(int=rng.getrandbits(128), version=4)}",
+                index=index,
+                count=split_count,
+                devmem=model.memory,
+                devcore=100,
+                type=model.name,
+                numa=0 if index < (count + 1) // 2 else 1,
+                mode="hami-core",
+                health=True,
+            )
+            for index in range(count)
+        )
+        specs.append(NodeSpec(name, zone, region, model, devices, split_count=split_count))
+    return ClusterSpec(tuple(specs))
+
+
+def node_object(spec: NodeSpec) -> dict[str, Any]:
+    """The Node as the kubelet and the device plugin leave it once both have registered."""
+    allocatable = {
+        "cpu": spec.cpu,
+        "memory": spec.memory,
+        "pods": spec.pods,
+        "ephemeral-storage": "1000Gi",
+        GPU_RESOURCE: str(spec.gpu_slots),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "labels": {
+                HOSTNAME_LABEL: spec.name,
+                ZONE_LABEL: spec.zone,
+                REGION_LABEL: spec.region,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "nvidia.com/gpu.product": spec.model.name.replace(" ", "-"),
+                SIM_LABEL: "true",
+                **spec.labels,
+            },
+            "annotations": {REGISTER_ANNOTATION: encode_register_json(spec.devices)},
+        },
+        "spec": {},
+        "status": {
+            "capacity": dict(allocatable),
+            "allocatable": allocatable,
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready"}
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.0-sim",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def register_nodes(kube: Kube, cluster: ClusterSpec) -> int:
+    """Create the nodes (status through /status, as a kubelet does); existing nodes get their
+    registration annotation and status refreshed. Returns how many were created."""
+    created = 0
+    for spec in cluster.nodes:
+        obj = node_object(spec)
+        try:
+            kube.create(node_path(), {k: v for k, v in obj.items() if k != "status"})
+            created += 1
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            kube.patch(node_path(spec.name), {"metadata": {"annotations": obj["metadata"]["annotations"]}})
+        kube.patch(node_path(spec.name, "status"), {"status": obj["status"]})
+    return created

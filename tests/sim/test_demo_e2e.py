@@ -1,0 +1,71 @@
+"""`python -m sim demo` end to end at a small size (our service over HTTPS, as the chart runs it): every actor
+a real process, the report's invariants hold and no child process survives the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sim.processes import start_process
+from sim.stack import pid_alive
+from sim.testing import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def surviving_children(report_path: Path) -> list[int]:
+    if not report_path.exists():
+        return []
+    pids = orjson.loads(report_path.read_bytes()).get("child_pids") or {}
+    return [pid for group in pids.values() for pid in group if pid_alive(pid)]
+
+
+def test_small_demo_run_keeps_every_invariant(tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    argv = [
+        sys.executable, "-m", "sim", "demo", "--nodes", "4", "--pods", "20", "--seed", "3",
+        "--report", str(report_path), "--workdir", str(tmp_path / "run"), "--unschedulable-timeout", "2",
+        "--timeout", "120", "--tls",
+    ]  # fmt: skip
+    demo = start_process(argv, log_path=tmp_path / "demo.log", cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 200
+        while demo.alive():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the demo did not finish:\n{demo.log_tail()}")
+            time.sleep(0.2)
+        assert demo.returncode == 0, demo.log_tail()
+    finally:
+        demo.stop(timeout=30)  # SIGTERM: the demo stops its children first
+        leftovers = surviving_children(report_path)
+        for pid in leftovers:  # only if the demo failed to: never leave them behind
+            os.kill(pid, signal.SIGKILL)
+    assert leftovers == []
+    report = orjson.loads(report_path.read_bytes())
+    assert report["exit"] == "completed"
+    assert report["pods_total"] == 20 - report["pods_webhook_denied"]
+    assert report["pods_bound"] + report["pods_unschedulable"] == report["pods_total"]
+    assert report["pods_unschedulable"] >= 1  # the mix has pods that fit nowhere ...
+    assert report["pods_by_kind"]["unfit"] == {
+        "unschedulable": report["pods_by_kind"]["unfit"]["unschedulable"]
+    }
+    assert report["pods_bound"] >= 15  # ... and the rest fits easily on 4 x 8 GPUs
+    assert report["oversubscribed_devices"] == 0 and report["misplaced_devices"] == []
+    assert report["node_locks_held"] == 0
+    assert report["bind_phases"] == {"success": report["pods_bound"]}
+    assert report["filter_p50_ms"] > 0 and report["bind_p99_ms"] >= report["bind_p50_ms"] > 0
+    assert report["pods_per_second"] > 0
+    assert report["settings"]["tls"] is True
+    assert set(report["child_pids"]) == {"apiserver", "nodes", "worker", "service", "scheduler"}
+    assert len(report["child_pids"]["service"]) >= 2  # the Gunicorn master and its workers
+    assert report["children_left"] == []
+    time.sleep(0.1)
+    assert [pid for pids in report["child_pids"].values() for pid in pids if pid_alive(pid)] == []
+    log = (tmp_path / "demo.log").read_text()
+    assert "pods_bound=" in log and "DEVICES" in log and "tasks" in log
