@@ -6,6 +6,7 @@ DeleteOptions and watch parameters, picks the answer shape (object, List, Table,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -84,9 +85,7 @@ def serve(em: Emulator, route: Route, query: Query, content_type: str, accept: s
     if route.verb == "get":
         entry = objects.get(rtype, route.namespace, route.name)
         if _wants_table(accept):
-            return Reply(
-                200, tables.table(rtype, Page(entry.rv, [entry], "", 0), query.get("includeObject", ""))
-            )
+            return Reply(200, tables.row(rtype, entry, query.get("includeObject", "")))
         return Reply(200, entry.raw)
     if route.verb == "list":
         labels = parse_label_selector(query.get("labelSelector"))
@@ -136,7 +135,7 @@ class WatchSetup:
     options: WatchOptions
 
 
-def open_watch(em: Emulator, route: Route, query: Query, drop_after: int | None) -> WatchSetup:
+def open_watch(em: Emulator, route: Route, query: Query, accept: str, drop_after: int | None) -> WatchSetup:
     """Parse the watch parameters and register the watcher (410 Expired if the version left the window)."""
     rtype = route.rtype
     labels = parse_label_selector(query.get("labelSelector"))
@@ -147,7 +146,8 @@ def open_watch(em: Emulator, route: Route, query: Query, drop_after: int | None)
     initial_events = query.get("sendInitialEvents", "") in ("true", "1")
     if initial_events and not bookmarks:
         raise ApiError(422, "sendInitialEvents requires allowWatchBookmarks=true")
-    watcher = Watcher(rtype, route.namespace, labels, fields)
+    render = functools.partial(tables.row, rtype, include_object=query.get("includeObject", ""))
+    watcher = Watcher(rtype, route.namespace, labels, fields, render=render if _wants_table(accept) else None)
     rv, backlog = em.store.subscribe(
         rtype, route.namespace, None if initial_events else since or None, watcher
     )

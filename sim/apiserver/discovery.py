@@ -2,7 +2,8 @@
 
 kubectl resolves resource names, short names and scopes from these; it falls back to legacy discovery because
 the emulator never answers with the aggregated ``apidiscovery.k8s.io`` media type. Built from the resource
-table."""
+table.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Every failure path raises one exception type that carries a v1 ``Status``; the HTTP layer turns it into the
 same JSON body, HTTP status and reason phrase kube-apiserver sends, so ``ApiException.status``/``.reason`` and
 the ``reason`` field that client code switches on (``Conflict``, ``AlreadyExists``, ``Expired`` ...) behave as
-in a real cluster. Message texts follow k8s.io/apimachinery/pkg/api/errors."""
+in a real cluster. Message texts follow k8s.io/apimachinery/pkg/api/errors.
+"""
 
 from __future__ import annotations
 

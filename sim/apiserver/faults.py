@@ -4,7 +4,7 @@ A rule matches on the Kubernetes view of a request (verb, resource, subresource,
 HTTP view (method, path regex), fires with a probability and at most ``count`` times, and does one of:
 
 - ``error``: answer ``status`` (409, 429, 500, 503, 504, ...) with a Status body, without doing the work;
-- ``delay``: sleep ``delay`` seconds, then carry on (other rules still apply);
+- ``delay``: sleep ``delay`` seconds, then carry on (every matching delay applies, before any other action);
 - ``lost_response``: do the work, then close the connection without answering;
 - ``drop_watch``: end a watch after ``after_events`` events, by closing the connection (or cleanly, when
   ``graceful``).
@@ -175,10 +175,13 @@ class FaultInjector:
         if not self._slots:
             return NO_FAULT
         delay, error, lost, drop, fired = 0.0, None, False, None, []
+        terminated = False  # every matching delay applies; of the other actions, the first that fires wins
         with self._lock:
             for slot in self._slots:
                 rule = slot.rule
                 if rule.count is not None and slot.fired >= rule.count:
+                    continue
+                if terminated and rule.action != "delay":
                     continue
                 if rule.action == "drop_watch" and (route is None or route.verb != "watch"):
                     continue
@@ -193,11 +196,11 @@ class FaultInjector:
                 if rule.action == "delay":
                     delay += rule.delay
                     continue
+                terminated = True
                 if rule.action == "error":
                     error = rule.error(route)
                 elif rule.action == "lost_response":
                     lost = True
                 else:
                     drop = rule
-                break
         return Fault(delay, error, lost, drop, tuple(fired))

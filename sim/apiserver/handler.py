@@ -37,13 +37,15 @@ JSON = "application/json"
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "sim-apiserver"
-    sys_version = ""
     server: SimServer
 
     def do_GET(self) -> None:
         self._dispatch()
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def version_string(self) -> str:
+        return self.server_version
 
     def log_message(self, format: str, *args: object) -> None:
         """Silenced: the emulator keeps its own request log."""
@@ -142,9 +144,13 @@ class Handler(BaseHTTPRequestHandler):
     # --- watch ----------------------------------------------------------------------------------------------
 
     def _watch(self, route: Route, query: dict[str, str], fault: Fault) -> int:
+        if fault.lost_response:
+            self._drop()
+            return 0
         drop = fault.drop_watch
         try:
-            setup = api.open_watch(self.emulator, route, query, drop.after_events if drop else None)
+            accept = self.headers.get("Accept", "")
+            setup = api.open_watch(self.emulator, route, query, accept, drop.after_events if drop else None)
         except ApiError as error:
             if error.code != 410:
                 raise

@@ -3,7 +3,8 @@
 As on a real server, every page of one list shows the same snapshot (the resourceVersion of the first page):
 the first page keeps references to the matching entries (entries are immutable, so this is cheap) and the
 continue token points into that snapshot. Only the most recent snapshots are kept; an evicted one answers 410
-Expired with the real server's message, which is what happens there after compaction."""
+Expired with the real server's message, which is what happens there after compaction.
+"""
 
 from __future__ import annotations
 

@@ -3,21 +3,22 @@
 Create (generateName, uid, creationTimestamp, pod defaults, implicit namespaces), replace and patch
 (optimistic concurrency on resourceVersion, immutable identity fields, status only through /status for kinds
 that split it), delete (graceful for bound pods, finished later by a background timer), pods/binding,
-delete-collection, bulk seeding and reset. Updates are computed outside the store lock and committed only if
-the object did not change meanwhile, so the critical section stays a dict update."""
+delete-collection, bulk seeding and reset. Updates (their content comes from ``versions``) are computed
+outside the store lock and committed only if the object did not change meanwhile, so the critical section
+stays a dict update.
+"""
 
 from __future__ import annotations
 
-import datetime
 import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sim.apiserver import resources
+from sim.apiserver import resources, versions
 from sim.apiserver.deferred import Deferred
-from sim.apiserver.errors import STALE, ApiError, already_exists, bad_request, conflict, invalid, not_found
+from sim.apiserver.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from sim.apiserver.patching import apply_patch
 from sim.apiserver.resources import NAMESPACES, PODS, ResourceType
 from sim.apiserver.selectors import FieldSelector, LabelSelector
@@ -26,11 +27,6 @@ from sim.apiserver.store import Entry, JsonObj, Store
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def timestamp(offset_seconds: float = 0.0) -> str:
-    moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=offset_seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -48,10 +44,6 @@ class Deletion:
 
 def _namespace_key(rtype: ResourceType, namespace: str | None) -> str:
     return (namespace or "") if rtype.namespaced else ""
-
-
-def _uid_mismatch(wanted: str, actual: str) -> str:
-    return f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}"
 
 
 def _sort_key(entry: Entry) -> tuple[str, str]:
@@ -114,7 +106,8 @@ class Objects:
             rtype = resources.by_kind(str(body.get("apiVersion", "")), str(body.get("kind", "")))
             if rtype is None:
                 raise bad_request(f"unsupported apiVersion/kind: {body.get('apiVersion')}/{body.get('kind')}")
-            namespace = (body.get("metadata") or {}).get("namespace") or "default"
+            meta = body.get("metadata")
+            namespace = (meta.get("namespace") if isinstance(meta, dict) else None) or "default"
             prepared.append((rtype, self._prepare_create(rtype, namespace, body)))
         with self._store.lock:
             seen: set[tuple[str, str, str]] = set()
@@ -137,9 +130,10 @@ class Objects:
             rtype.api_version
         ):
             raise bad_request(
-                f"the API version in the data ({body.get('apiVersion')}) does not match the expected"
+                f"the kind and API version in the data ({body.get('kind')}, {body.get('apiVersion')}) do not "
+                f"match the expected {rtype.kind}, {rtype.api_version}"
             )
-        meta = dict(body.get("metadata") or {})
+        meta = dict(versions.checked_metadata(body))
         if not meta.get("name") and not meta.get("generateName"):
             raise invalid(rtype.kind, "", "metadata.name: Required value: name or generateName is required")
         if rtype.namespaced:
@@ -153,7 +147,7 @@ class Objects:
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", timestamp())
+        meta.setdefault("creationTimestamp", versions.timestamp())
         obj: JsonObj = {**body, "kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
         if rtype is NAMESPACES:
             meta["labels"] = {
@@ -213,7 +207,7 @@ class Objects:
         if body.get("kind", rtype.kind) != rtype.kind:
             raise bad_request(f"the kind in the data ({body.get('kind')}) does not match {rtype.kind}")
         return self._update(
-            rtype, namespace, name, lambda current: _updated(rtype, current, body, subresource)
+            rtype, namespace, name, lambda current: versions.updated(rtype, current, body, subresource)
         )
 
     def patch(
@@ -229,54 +223,16 @@ class Objects:
             patched = apply_patch(content_type, current.obj, patch)
             if not isinstance(patched, dict):
                 raise bad_request("the patch must produce a JSON object")
-            return _updated(rtype, current, patched, subresource)
+            return versions.updated(rtype, current, patched, subresource)
 
         return self._update(rtype, namespace, name, build)
 
     def bind(self, namespace: str, name: str, binding: Any) -> Entry:
         """pods/binding: set spec.nodeName once, with PodScheduled=True and the binding's annotations."""
-        if not isinstance(binding, dict):
-            raise bad_request("the body of the request must be a Binding")
-        node = (binding.get("target") or {}).get("name")
-        if not node:
-            raise invalid("Binding", name, "target.name: Required value")
-        bmeta = binding.get("metadata") or {}
-        if bmeta.get("name") and bmeta["name"] != name:
-            raise bad_request(
-                f"the name of the object ({bmeta['name']}) does not match the name on the URL ({name})"
-            )
-
-        def build(current: Entry) -> JsonObj:
-            meta = current.metadata
-            if bmeta.get("uid") and bmeta["uid"] != meta["uid"]:
-                raise conflict("pods/binding", "", name, _uid_mismatch(bmeta["uid"], meta["uid"]))
-            if meta.get("deletionTimestamp"):
-                raise conflict(
-                    "pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host"
-                )
-            spec = current.obj.get("spec") or {}
-            if spec.get("nodeName"):
-                raise conflict(
-                    "pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
-                )
-            status = current.obj.get("status") or {}
-            scheduled = {"type": "PodScheduled", "status": "True", "lastProbeTime": None}
-            scheduled["lastTransitionTime"] = timestamp()
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            new_meta = meta
-            if bmeta.get("annotations"):
-                new_meta = {
-                    **meta,
-                    "annotations": {**(meta.get("annotations") or {}), **bmeta["annotations"]},
-                }
-            return {
-                **current.obj,
-                "metadata": new_meta,
-                "spec": {**spec, "nodeName": node},
-                "status": {**status, "conditions": [*conditions, scheduled]},
-            }
-
-        return self._update(PODS, namespace, name, build)
+        target = versions.binding_target(name, binding)
+        return self._update(
+            PODS, namespace, name, lambda current: versions.bound(current, name, binding, target)
+        )
 
     # --- delete ---------------------------------------------------------------------------------------------
 
@@ -287,7 +243,9 @@ class Objects:
             current = self.get(rtype, namespace, name)
             meta = current.metadata
             if options.uid is not None and options.uid != meta["uid"]:
-                raise conflict(rtype.plural, rtype.group, name, _uid_mismatch(options.uid, meta["uid"]))
+                raise conflict(
+                    rtype.plural, rtype.group, name, versions.uid_mismatch(options.uid, meta["uid"])
+                )
             if options.resource_version is not None and options.resource_version != str(current.rv):
                 why = (
                     f"Precondition failed: ResourceVersion in precondition: {options.resource_version}, "
@@ -302,7 +260,7 @@ class Objects:
                     **current.obj,
                     "metadata": {
                         **meta,
-                        "deletionTimestamp": timestamp(grace),
+                        "deletionTimestamp": versions.timestamp(grace),
                         "deletionGracePeriodSeconds": grace,
                     },
                 }
@@ -368,51 +326,3 @@ class Objects:
         self._deferred.cancel_all()
         self._store.clear()
         self.ensure_default_namespaces()
-
-
-def _updated(rtype: ResourceType, current: Entry, new: JsonObj, subresource: str) -> JsonObj:
-    """The object an update or patch stores: identity and system fields kept, resourceVersion precondition
-    checked, and status (or everything but status, for /status) taken from the current version."""
-    old_meta = current.metadata
-    name = old_meta["name"]
-    new_meta = new.get("metadata")
-    if not isinstance(new_meta, dict):
-        new_meta = {}
-    if new_meta.get("name", name) != name:
-        raise bad_request(
-            f"the name of the object ({new_meta['name']}) does not match the name on the URL ({name})"
-        )
-    if rtype.namespaced and new_meta.get("namespace", old_meta["namespace"]) != old_meta["namespace"]:
-        raise bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request"
-        )
-    if new_meta.get("uid") and new_meta["uid"] != old_meta["uid"]:
-        raise invalid(
-            rtype.kind, name, f'metadata.uid: Invalid value: "{new_meta["uid"]}": field is immutable'
-        )
-    if new_meta.get("resourceVersion") and new_meta["resourceVersion"] != str(current.rv):
-        raise conflict(rtype.plural, rtype.group, name, STALE)
-    if subresource == "status":
-        result = dict(current.obj)
-        if new.get("status") is None:
-            result.pop("status", None)
-        else:
-            result["status"] = new["status"]
-        return result
-    meta = {
-        **new_meta,
-        "name": name,
-        "uid": old_meta["uid"],
-        "creationTimestamp": old_meta["creationTimestamp"],
-    }
-    if rtype.namespaced:
-        meta["namespace"] = old_meta["namespace"]
-    for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-        if field in old_meta:
-            meta[field] = old_meta[field]
-    result = {**new, "kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
-    if rtype.split_status:
-        result.pop("status", None)
-        if current.obj.get("status") is not None:
-            result["status"] = current.obj["status"]
-    return result

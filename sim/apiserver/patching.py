@@ -4,7 +4,8 @@ Stored objects are shared, never mutated: merge and strategic merge build new co
 patched paths; JSON patch works on a private copy. Strategic merge covers what clients of this project and
 ``kubectl apply`` send: maps merge, ``null`` deletes, the list fields below merge by their patch merge key
 (with ``$patch: delete`` items), ``finalizers`` merges as a set, ``$setElementOrder``/``$retainKeys``
-directives are ignored, and every other list is replaced."""
+directives are ignored, and every other list is replaced.
+"""
 
 from __future__ import annotations
 

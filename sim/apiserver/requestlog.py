@@ -1,4 +1,6 @@
-"""A bounded log of the API requests the emulator answered (test hooks are not logged).
+"""A bounded log of the API requests the emulator answered (test hooks are not logged), in completion order.
+
+A request is recorded when it ends, so a watch appears when its stream ends.
 
 Tests use it to assert what a component actually sent (verbs, selectors, retries after faults) without
 instrumenting the component itself.

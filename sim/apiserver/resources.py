@@ -2,7 +2,8 @@
 
 Routing, discovery, field selectors, status handling and the bulk seeding endpoint all look resources up here,
 so adding a kind is one row. Field labels are the ones kube-apiserver accepts for each kind (anything else is
-a 400, as on a real server)."""
+a 400, as on a real server).
+"""
 
 from __future__ import annotations
 

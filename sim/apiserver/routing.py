@@ -2,7 +2,8 @@
 
 The same classification drives dispatch, fault-injection matching and the request log, so a fault rule written
 as ``verb=create, resource=pods, subresource=binding`` means exactly what kube-apiserver's audit log would
-say."""
+say.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from sim.apiserver import resources
 from sim.apiserver.errors import method_not_allowed, page_not_found
-from sim.apiserver.resources import ResourceType
+from sim.apiserver.resources import NAMESPACES, ResourceType
 
 
 @dataclass(frozen=True)
@@ -69,4 +70,9 @@ def parse_route(method: str, path: str, watch: bool) -> Route | None:
         raise page_not_found()
     if not rtype.namespaced and namespace is not None:
         raise page_not_found()
-    return Route(rtype, namespace, name, subresource, _verb(method, name, subresource, watch))
+    verb = _verb(method, name, subresource, watch)
+    if rtype.namespaced and namespace is None and verb not in ("list", "watch"):
+        raise method_not_allowed()  # the all-namespaces path only lists and watches
+    if rtype is NAMESPACES and verb == "deletecollection":
+        raise method_not_allowed()
+    return Route(rtype, namespace, name, subresource, verb)

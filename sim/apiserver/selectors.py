@@ -2,7 +2,8 @@
 
 Parsed once per request into frozen matchers; list, watch (including the ADDED/DELETED transitions when an
 object starts or stops matching) and the test hooks all match through these. Syntax errors and unsupported
-field labels are 400 BadRequest, as on a real server."""
+field labels are 400 BadRequest, as on a real server.
+"""
 
 from __future__ import annotations
 

@@ -35,6 +35,9 @@ class SimServer(ThreadingHTTPServer):
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         connection: socket.socket = request
+        # Headers and body leave in two writes: without NODELAY, Nagle + delayed ACK stall answers ~40 ms.
+        with contextlib.suppress(OSError):
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls is not None:
             try:
                 connection = self._tls.wrap_socket(request, server_side=True)

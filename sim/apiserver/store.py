@@ -6,7 +6,8 @@ lists and watch events reuse the serialized form and nothing is deep-copied: eve
 resourceVersion and appends exactly one ``Change`` to the log, so the log is a contiguous run of versions and
 a watch "since N" finds its starting point by arithmetic. The critical section is the dictionary update, the
 log append and the fan-out (a deque append per watcher); filtering and serialization of watch events happen in
-the watchers' own threads."""
+the watchers' own threads.
+"""
 
 from __future__ import annotations
 
@@ -171,11 +172,17 @@ class Store:
     # --- reset ----------------------------------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Drop every object and the log (versions keep increasing) and end every watch."""
+        """Drop every object and the log and end every watch. The reset consumes a version, so a watch from
+        any earlier version is 410 Expired and its client re-lists instead of missing the deletions."""
         with self.lock:
             self._objects.clear()
             self._log.clear()
+            self._rv += 1
             self._floor = self._rv
+        self.close_watches()
+
+    def close_watches(self) -> None:
+        with self.lock:
             subscribers = [s for subs in self._subscribers.values() for s in subs]
             self._subscribers.clear()
         for subscriber in subscribers:

@@ -1,7 +1,8 @@
 """Server-side ``meta.k8s.io/v1`` Table rendering, which ``kubectl get`` asks for in its Accept header.
 
 The columns match kube-apiserver's printers for pods, nodes, namespaces, leases and core events (Age rendered
-like apimachinery's HumanDuration); other kinds get NAME and AGE."""
+like apimachinery's HumanDuration); other kinds get NAME and AGE.
+"""
 
 from __future__ import annotations
 
@@ -180,6 +181,11 @@ def _row_object(entry: Entry, include: str) -> bytes:
     return orjson.dumps(
         {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": entry.metadata}
     )
+
+
+def row(rtype: ResourceType, entry: Entry, include_object: str) -> bytes:
+    """One object as a one-row Table: a ``get`` of one object, or an event of a ``get -w`` watch."""
+    return table(rtype, Page(entry.rv, [entry], "", 0), include_object)
 
 
 def table(rtype: ResourceType, page: Page, include_object: str) -> bytes:

@@ -1,7 +1,8 @@
 """Throwaway TLS material for ``--tls``: a CA and a server certificate for the listening host, made at start.
 
 The CA goes into the kubeconfig (``certificate-authority-data``), so both kubectl and the Python client verify
-the server for real instead of skipping verification."""
+the server for real instead of skipping verification.
+"""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,8 +37,12 @@ class Watcher:
         labels: LabelSelector,
         fields: FieldSelector,
         max_pending: int = 100_000,
+        render: Callable[[Entry], bytes] | None = None,
     ) -> None:
+        """``render`` turns the object into the event's ``object`` (default: the stored JSON; kubectl's
+        ``get -w`` asks for one-row Tables)."""
         self.rtype = rtype
+        self._render = render
         self._namespace = namespace
         self._labels = labels
         self._fields = fields
@@ -84,14 +89,16 @@ class Watcher:
         now_passes = change.type != DELETED and self._passes(change.entry)
         before_passes = change.prev is not None and self._passes(change.prev)
         if now_passes:
-            kind = change.type if before_passes else ADDED
-            raw = change.entry.raw
+            kind, entry = (change.type if before_passes else ADDED), change.entry
         elif before_passes:
-            kind = DELETED
             assert change.prev is not None
-            raw = change.entry.raw if change.type == DELETED else stamp(change.prev.obj, change.rv).raw
+            kind, entry = (
+                DELETED,
+                (change.entry if change.type == DELETED else stamp(change.prev.obj, change.rv)),
+            )
         else:
             return None
+        raw = entry.raw if self._render is None else self._render(entry)
         return b'{"type":"%s","object":%s}\n' % (kind.encode(), raw)
 
 
