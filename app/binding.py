@@ -1,8 +1,9 @@
 """The Bind use case: node lock -> bind-phase `allocating` -> pods/binding (reference §5.1).
 
 Invariants owned here:
-- Every failure after the lock is taken releases OUR lock (never another pod's) and FORGETS the pod's
-  reservation, then answers an Error; a failed bind never leaves a node locked (HAMi #2214, #2305).
+- Every failure after the lock is taken — or may have been taken: a lock patch whose answer was lost —
+  releases OUR lock (never another pod's) and FORGETS the pod's reservation, then answers an Error; a
+  failed bind never leaves a node locked by us (HAMi #2214, #2305).
 - The node in the bind request must be the node Filter chose (HAMi never checks, quirk #17).
 - The lock is taken whenever any container — init containers included — asks for devices (HAMi skips
   init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock.
@@ -117,8 +118,10 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         outcome.phases["node_lookup"] = time.perf_counter() - mark
         if requests.any:
             mark = time.perf_counter()
-            _lock(context, node, ref, outcome)
+            # From here on every failure releases the lock if it is ours (the release is owner-checked):
+            # a CAS whose answer was lost may have taken it even when _lock ends in an error.
             locked = True
+            _lock(context, node, ref, outcome)
             outcome.phases["lock"] = time.perf_counter() - mark
         mark = time.perf_counter()
         stamp = {BIND_PHASE: PHASE_ALLOCATING, BIND_TIME: str(int(context.clock()))}

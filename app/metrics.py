@@ -2,7 +2,7 @@
 
 Under Gunicorn the workers are separate processes, so counters and histograms live in
 prometheus_client's multiprocess files (PROMETHEUS_MULTIPROC_DIR) and any worker's /metrics aggregates
-all of them (GunicornInternalPrometheusMetrics). HAMi's allocation gauges (reference §8) and our state
+all of them (a MultiProcessCollector per scrape). HAMi's allocation gauges (reference §8) and our state
 gauges are not per-process values: they are computed at scrape time from the shared state by a collector,
 so every worker reports the same numbers. Without PROMETHEUS_MULTIPROC_DIR (tests, a single process) a
 private registry is used.
@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 
-from flask import Flask
+from flask import Flask, Response, request
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_flask_exporter import PrometheusMetrics
-from prometheus_flask_exporter.multiprocess import GunicornInternalPrometheusMetrics
 
 from app.core.model import DeviceUse
 from app.state.snapshot import Snapshot
@@ -202,14 +203,34 @@ class StateCollector(Collector):
         yield from (used, limit)
 
 
+def exposition_registry(collector: Collector, private: CollectorRegistry) -> CollectorRegistry:
+    """What /metrics exposes. Under Gunicorn (PROMETHEUS_MULTIPROC_DIR) a fresh registry per scrape that
+    reads every worker's files plus the shared-state collector; prometheus_flask_exporter's own multiprocess
+    endpoint builds a registry holding only the files, which silently dropped HAMi's gauges."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return private
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    registry.register(collector)
+    return registry
+
+
 def init_metrics(app: Flask, collector: Collector) -> PrometheusMetrics:
     """Flask request metrics plus ours on /metrics, multiprocess-aware."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        metrics: PrometheusMetrics = GunicornInternalPrometheusMetrics(app, group_by="endpoint")
-    else:
-        registry = CollectorRegistry()
+    private = CollectorRegistry()
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         for metric in OWN_METRICS:
-            registry.register(metric)
-        metrics = PrometheusMetrics(app, registry=registry, group_by="endpoint")
-    metrics.registry.register(collector)
+            private.register(metric)
+        private.register(collector)
+    # In multiprocess mode the values live in files whatever the registry; `private` only names them.
+    metrics = PrometheusMetrics(
+        app, path=None, registry=private, group_by="endpoint", excluded_paths=["^/metrics$"]
+    )
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = encoder(exposition_registry(collector, private))
+        return Response(body, status=200, headers={"Content-Type": content_type})
+
     return metrics

@@ -157,18 +157,28 @@ def contention_message(node: str, timeout: timedelta) -> str:
     return f"node {node} has been locked within {go_duration(timeout)}: {CONTENTION}"
 
 
+def _fraction(value: int, unit: int) -> str:
+    whole, rest = divmod(value, unit)
+    if rest == 0:
+        return str(whole)
+    digits = str(rest).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"
+
+
 def go_duration(delta: timedelta) -> str:
-    """Format like Go's time.Duration.String for whole seconds (5m0s, 1h0m0s, 30s)."""
-    total = int(delta.total_seconds())
-    if total == 0:
+    """Go's time.Duration.String: `5m0s`, `1h0m0s`, `1.5s`, `500ms`, `30s`."""
+    nanoseconds = (delta // timedelta(microseconds=1)) * 1000
+    if nanoseconds == 0:
         return "0s"
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{seconds}s"
-    if minutes:
-        return f"{minutes}m{seconds}s"
-    return f"{seconds}s"
+    sign, nanoseconds = ("-" if nanoseconds < 0 else ""), abs(nanoseconds)
+    if nanoseconds < 1_000_000_000:
+        if nanoseconds < 1_000_000:
+            return f"{sign}{_fraction(nanoseconds, 1000)}µs"
+        return f"{sign}{_fraction(nanoseconds, 1_000_000)}ms"
+    hours, rest = divmod(nanoseconds, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    text = f"{hours}h{minutes}m" if hours else f"{minutes}m" if minutes else ""
+    return f"{sign}{text}{_fraction(rest, 10**9)}s"
 
 
 def parse_go_duration(text: str) -> timedelta:
@@ -196,11 +206,13 @@ def classify_holder(
     assigned_node_annotation: str,
     now: float,
     stale_after: float = 60.0,
+    locked_at: float | None = None,
 ) -> Holder:
-    """What the pod named in `node`'s lock still needs it for (`now` in unix seconds).
+    """What the pod named in `node`'s lock still needs it for (`now`, `locked_at` in unix seconds).
 
-    GONE: deleted, now assigned to another node, or never bound and its bind attempt older than
-    `stale_after` (its bind failed and nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
+    GONE: deleted, now assigned to another node, or never bound and its bind attempt (its bind-time, or
+    the lock's own time when the bind never got that far) older than `stale_after` (its bind failed and
+    nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
     PENDING_ALLOCATION: bound here and waiting for the device plugin's Allocate (bind-phase still
     `allocating`); ACTIVE: anything else (e.g. its bind is in flight).
     """
@@ -223,9 +235,9 @@ def classify_holder(
     if not bound_to:
         stamp = annotations.get(BIND_TIME)
         try:
-            started = float(stamp) if isinstance(stamp, str) else None
+            started = float(stamp) if isinstance(stamp, str) else locked_at
         except ValueError:
-            started = None
+            started = locked_at
         if started is not None and now - started > stale_after:
             return Holder.GONE
     return Holder.ACTIVE

@@ -57,7 +57,9 @@ def _holder(kube: Kube, node: str, value: str, now: datetime) -> Holder:
         if exc.not_found:
             return Holder.GONE
         raise
-    return nodelock.classify_holder(pod, node, ASSIGNED_NODE, now.timestamp())
+    return nodelock.classify_holder(
+        pod, node, ASSIGNED_NODE, now.timestamp(), locked_at=lock.time.timestamp()
+    )
 
 
 def lock_node(

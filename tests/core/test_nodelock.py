@@ -263,8 +263,18 @@ def test_contention_message(timeout: timedelta, expected: str) -> None:
         (timedelta(hours=1), "1h0m0s"),
         (timedelta(hours=1, minutes=1, seconds=1), "1h1m1s"),
         (timedelta(hours=25), "25h0m0s"),
+        (timedelta(milliseconds=500), "500ms"),
+        (timedelta(seconds=1.5), "1.5s"),
+        (timedelta(minutes=1, seconds=30, milliseconds=250), "1m30.25s"),
+        (timedelta(microseconds=1500), "1.5ms"),
+        (timedelta(microseconds=7), "7µs"),
+        (-timedelta(seconds=2), "-2s"),
     ],
-    ids=["zero", "seconds", "minutes-seconds", "five-minutes", "hour", "hms", "over-a-day"],
+    ids=[
+        "zero", "seconds", "minutes-seconds", "five-minutes", "hour", "hms", "over-a-day",
+        "milliseconds", "fractional-seconds", "minutes-fraction", "fractional-milliseconds", "microseconds",
+        "negative",
+    ],
 )
 def test_go_duration(delta: timedelta, text: str) -> None:
     assert go_duration(delta) == text

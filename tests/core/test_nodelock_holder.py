@@ -1,0 +1,51 @@
+"""What a lock's holder still needs the lock for (app.core.nodelock.classify_holder)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.core.nodelock import Holder, classify_holder
+
+NOW = 10_000.0
+ASSIGNED = "hami.io/vgpu-node"
+
+
+def holder(
+    *, node: str | None = None, assigned: str | None = "gpu-a", phase: str = "Pending", **annotations: str
+) -> dict[str, Any]:
+    annos = {k.replace("_", "-").replace("hami-io-", "hami.io/"): v for k, v in annotations.items()}
+    if assigned is not None:
+        annos[ASSIGNED] = assigned
+    return {"metadata": {"annotations": annos}, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "locked_at", "expected"),
+    [
+        pytest.param(None, None, Holder.GONE, id="deleted"),
+        pytest.param(holder(phase="Succeeded"), None, Holder.TERMINAL, id="succeeded"),
+        pytest.param(holder(phase="Failed", node="gpu-a"), None, Holder.TERMINAL, id="failed"),
+        pytest.param(holder(assigned="gpu-b"), None, Holder.GONE, id="re-filtered-elsewhere"),
+        pytest.param(
+            holder(node="gpu-a", hami_io_bind_phase="allocating", hami_io_bind_time=str(NOW - 1000)),
+            None,
+            Holder.PENDING_ALLOCATION,
+            id="bound-waiting-for-allocate",
+        ),
+        pytest.param(
+            holder(node="gpu-a", hami_io_bind_phase="success"), None, Holder.ACTIVE, id="bound-allocated"
+        ),
+        pytest.param(holder(hami_io_bind_time=str(NOW - 5)), None, Holder.ACTIVE, id="bind-in-flight"),
+        pytest.param(holder(hami_io_bind_time=str(NOW - 61)), None, Holder.GONE, id="bind-attempt-stale"),
+        pytest.param(holder(), NOW - 5, Holder.ACTIVE, id="no-bind-time-recent-lock"),
+        pytest.param(holder(), NOW - 61, Holder.GONE, id="no-bind-time-stale-lock"),
+        pytest.param(holder(), None, Holder.ACTIVE, id="no-bind-time-no-lock-time"),
+        pytest.param(
+            holder(hami_io_bind_time="garbage"), NOW - 61, Holder.GONE, id="bad-bind-time-stale-lock"
+        ),
+    ],
+)
+def test_classify_holder(pod: dict[str, Any] | None, locked_at: float | None, expected: Holder) -> None:
+    assert classify_holder(pod, "gpu-a", ASSIGNED, NOW, 60.0, locked_at) is expected
