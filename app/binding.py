@@ -8,7 +8,12 @@ Invariants owned here:
 - The lock is taken whenever any container — init containers included — asks for devices (HAMi skips
   init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock.
 - A binding whose answer was lost but which happened (the pod is bound to our node) counts as a success,
-  so we never release the lock of a pod the device plugin is about to serve.
+  so we never release the lock of a pod the device plugin is about to serve. When the re-reads that would
+  tell fail too, the bind answers an Error but keeps the lock and the reservation: if the pod is bound,
+  the device plugin needs the one and the capacity the other; if not, the lock is taken over once the
+  attempt is stale and the reservation is replaced by the next filter or swept after HAMI_INFLIGHT_TTL.
+- The lock value names the pod by namespace/name only, so a pod recreated under the same name re-enters
+  it; the old incarnation's failure path never releases a lock once the name belongs to another UID.
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ class BindOutcome:
 
 
 class _Failed(Exception):
-    def __init__(self, message: str, *, event: str | None = None) -> None:
+    def __init__(self, message: str, *, event: str | None = None, compensate: bool = True) -> None:
         super().__init__(message)
         self.message = message
         self.event = message if event is None else event
+        self.compensate = compensate  # False: the binding may have happened, keep the lock and reservation
 
 
 def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> None:
@@ -73,14 +79,24 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
             delay = min(delay * 2, 1.0)
 
 
-def _bound_anyway(context: Context, ref: PodRef, node: str) -> bool:
-    """After a failed binding call: did the binding happen (lost answer, or a retried request)?"""
-    try:
-        pod = objects.get_pod(context.kube, ref.namespace, ref.name)
-    except ApiError:
-        return False
-    spec = pod.get("spec") or {}
-    return pods.uid(pod) == ref.uid and isinstance(spec, dict) and spec.get("nodeName") == node
+REREAD_DELAYS = (0.1, 0.2, 0.4)  # seconds between the re-reads after a failed binding call
+
+
+def _bound_anyway(context: Context, ref: PodRef, node: str) -> bool | None:
+    """After a failed binding call: did the binding happen (a lost answer)? None when no re-read answered."""
+    for delay in (*REREAD_DELAYS, None):
+        try:
+            pod = objects.get_pod(context.kube, ref.namespace, ref.name)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            if delay is None:
+                return None
+            time.sleep(delay * (0.5 + random.random()))
+            continue
+        spec = pod.get("spec") or {}
+        return pods.uid(pod) == ref.uid and isinstance(spec, dict) and spec.get("nodeName") == node
+    return None
 
 
 def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
@@ -134,13 +150,18 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         try:
             objects.bind_pod(context.kube, namespace, name, ref.uid, node)
         except ApiError as exc:
-            if not _bound_anyway(context, ref, node):
+            happened = _bound_anyway(context, ref, node)
+            if happened is None:
+                message = f"{exc.message}; could not tell whether pod {namespace}/{name} was bound to {node}"
+                raise _Failed(message, compensate=False) from None
+            if not happened:
                 raise _Failed(exc.message) from None
         outcome.phases["binding"] = time.perf_counter() - mark
     except (_Failed, LockContention, ApiError) as failure:
         message = failure.message if isinstance(failure, _Failed | ApiError) else str(failure)
         event = failure.event if isinstance(failure, _Failed) else message
-        _compensate(context, ref, uid, node, locked)
+        if not isinstance(failure, _Failed) or failure.compensate:
+            _compensate(context, ref, uid, node, locked)
         if event and context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, event)
         outcome.error = message
@@ -157,6 +178,6 @@ def _compensate(context: Context, ref: PodRef, uid: str, node: str, locked: bool
         # If even the release fails, the next binder takes the lock over once this unbound holder's bind
         # attempt is stale (app.core.nodelock.classify_holder).
         with contextlib.suppress(ApiError):
-            release_node_lock(context.kube, node, ref.namespace, ref.name)
+            release_node_lock(context.kube, node, ref.namespace, ref.name, owner_uid=ref.uid)
     for key in {uid, ref.uid} - {""}:
         context.ledger.forget(key)

@@ -1,12 +1,13 @@
 """Everything one Gunicorn worker process uses to serve requests, built once after fork.
 
 The use cases (filtering, binding, admission) receive this context; it owns the process's API client, its
-ledger connection, its in-memory usage view and inventory copy, the event recorder and the clock. Nothing
-here decides anything.
+ledger connection, its in-memory usage view and inventory copy, the fast path's derived per-node state, the
+event recorder and the clock. Nothing here decides anything.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 
 from app.k8s.client import Kube
 from app.k8s.events import EventRecorder
+from app.state.fastpath import FastPath
 from app.state.inventory import InventoryCache
 from app.state.ledger import Ledger
 from app.state.snapshot import Snapshot
@@ -31,6 +33,7 @@ class Context:
     usage: UsageView
     events: EventRecorder
     clock: Callable[[], float] = time.time
+    fastpath: FastPath = field(default_factory=FastPath)
     _status: tuple[float, ReplicaStatus] | None = field(default=None, repr=False)
 
     def now(self) -> datetime:
@@ -43,6 +46,14 @@ class Context:
             cached = (now, ReplicaStatus.from_rows(self.ledger.status()))
             self._status = cached
         return cached[1]
+
+    def warm(self) -> None:
+        """Load now what the first filter would otherwise load: the inventory, the usage view and the fast
+        path's per-node state (about a second at 5,000 nodes and 20,000 reservations)."""
+        snapshot = self.refresh()
+        if snapshot is not None:
+            self.fastpath.warm(snapshot, self.usage)
+        gc.freeze()  # all of it is long-lived: keep it out of full garbage collections (app.state.inventory)
 
     def refresh(self) -> Snapshot | None:
         """Bring the usage view up to date with the ledger; return the current inventory."""

@@ -16,9 +16,10 @@ from app import logs
 from app.context import Context
 from app.k8s.client import connect
 from app.k8s.events import EventRecorder
-from app.metrics import StateCollector, init_metrics
-from app.routes import debug, extender, health, webhook
-from app.routes.common import CONTEXT_KEY, json_response
+from app.metrics import ReplicaCollector, init_metrics
+from app.routes import bench, debug, extender, health, webhook
+from app.routes.common import CONTEXT_KEY, finish_body, json_response
+from app.state import gauges
 from app.state.inventory import InventoryCache
 from app.state.ledger import Ledger
 from app.state.snapshot import Snapshot
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 def build_context(settings: Settings) -> Context:
     kube = connect(settings.kubeconfig)
-    return Context(
+    context = Context(
         settings=settings,
         kube=kube,
         ledger=Ledger(settings.state_dir),
@@ -39,6 +40,8 @@ def build_context(settings: Settings) -> Context:
         usage=UsageView(),
         events=EventRecorder(kube, settings.scheduler_name, settings.pod_name),
     )
+    context.warm()  # before the worker accepts requests, so that no request pays for the first load
+    return context
 
 
 def create_app(settings: Settings | None = None, context: Context | None = None) -> Flask:
@@ -49,12 +52,21 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     app.extensions[CONTEXT_KEY] = ctx
     for blueprint in (extender.blueprint, webhook.blueprint, health.blueprint, debug.blueprint):
         app.register_blueprint(blueprint)
+    if settings.bench_noop:  # benchmark-only floor route (python -m bench); never set in production
+        app.register_blueprint(bench.blueprint)
+    app.after_request(finish_body)
 
     def read_state() -> tuple[Snapshot | None, UsageView, ReplicaStatus]:
         snapshot = ctx.refresh()
         return snapshot, ctx.usage, ctx.status()
 
-    init_metrics(app, StateCollector(read_state, time.time))
+    # File ages compare with the file's mtime, so they use the wall clock.
+    state_dir, gauges_limit = settings.state_dir, gauges.max_age(settings.state_metrics_interval)
+    init_metrics(
+        app,
+        ReplicaCollector(read_state, time.time, lambda: gauges.age(state_dir, time.time())),
+        lambda: gauges.open_fresh(state_dir, time.time(), gauges_limit),
+    )
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> Response:

@@ -39,6 +39,7 @@ keepalive = 75
 timeout = 60
 graceful_timeout = 15
 control_socket_disable = True
+BODY_STALL_SECONDS = 10.0  # the longest pause allowed while a request body arrives (see pre_request)
 accesslog = None
 errorlog = "-"
 loglevel = _settings.log_level.lower()
@@ -66,6 +67,24 @@ def ssl_context(config: Any, default_ssl_context_factory: Any) -> ssl.SSLContext
     context: ssl.SSLContext = default_ssl_context_factory()
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    """Worker, before each request: bound the body's read stalls; close after a body over the cap.
+
+    gthread reads a request body on a blocking socket without a timeout, so a client that stops sending
+    (a slow POST) would hold a worker thread for good: with the timeout the app answers an Error instead
+    (the read raises TimeoutError, an OSError). A declared body over HAMI_MAX_BODY_BYTES gets `Connection:
+    close`: the app answers it after reading just past the cap, and Gunicorn would drain only 64 KiB of the
+    rest and then drop the connection it had announced as kept alive, failing the client's next request.
+    """
+    worker.log.debug("%s %s", req.method, req.path)  # Gunicorn's default pre_request
+    sock = getattr(req.unreader, "sock", None)
+    if sock is not None:
+        sock.settimeout(BODY_STALL_SECONDS)  # until the next request: Gunicorn sets it blocking again
+    length = next((value for name, value in req.headers if name == "CONTENT-LENGTH"), "")
+    if length.isdigit() and int(length) > _settings.http.max_body_bytes:
+        req.force_close()
 
 
 def on_starting(server: Any) -> None:

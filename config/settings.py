@@ -68,6 +68,7 @@ class Settings:
     pod_namespace: str = ""
     kubeconfig: str = ""
     registration_interval: float = 15.0
+    state_metrics_interval: float = 10.0  # seconds between renders of HAMi's gauges (app/state/gauges.py)
     worker_metrics_bind: str = "0.0.0.0:9395"
     events_enabled: bool = True
     log_level: str = "INFO"
@@ -75,6 +76,7 @@ class Settings:
     inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
     bind_lock_wait: float = 10.0
+    bench_noop: bool = False  # HAMI_BENCH_NOOP: register POST /bench/noop (python -m bench only)
 
 
 _TRUE = ("1", "t", "true", "yes", "on")
@@ -219,6 +221,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     except DeviceConfigError as exc:
         raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={device_path!r}: {exc}") from None
     interval = _duration(env, "HAMI_REGISTRATION_INTERVAL", timedelta(seconds=15)).total_seconds()
+    state_metrics = _duration(env, "HAMI_STATE_METRICS_INTERVAL", timedelta(seconds=10)).total_seconds()
+    if state_metrics < 1:
+        raise SettingsError("HAMI_STATE_METRICS_INTERVAL must be at least 1s")
     trusted = tuple(u.strip() for u in env.get("HAMI_WEBHOOK_TRUSTED_USERS", "").split(",") if u.strip())
     return Settings(
         scheduler_name=env.get("HAMI_SCHEDULER_NAME") or "hami-scheduler",
@@ -235,6 +240,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pod_namespace=env.get("POD_NAMESPACE", ""),
         kubeconfig=env.get("KUBECONFIG", ""),
         registration_interval=interval,
+        state_metrics_interval=state_metrics,
         worker_metrics_bind=env.get("HAMI_WORKER_METRICS_BIND") or "0.0.0.0:9395",
         events_enabled=_bool(env, "HAMI_EVENTS", True),
         log_level=(env.get("HAMI_LOG_LEVEL") or "INFO").upper(),
@@ -244,4 +250,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "HAMI_SCHEDULER_ROLE_LABEL", bool(env.get("POD_NAME") and env.get("POD_NAMESPACE"))
         ),
         bind_lock_wait=_duration(env, "HAMI_BIND_LOCK_WAIT", timedelta(seconds=10)).total_seconds(),
+        bench_noop=_bool(env, "HAMI_BENCH_NOOP", False),
     )

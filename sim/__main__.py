@@ -14,7 +14,9 @@ import sys
 from sim.command import Command
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "chaos": ("sim.chaos:COMMAND", "the chaos storm: load, API faults, crashes and leader loss; a verdict"),
     "demo": ("sim.demo:COMMAND", "the playground: emulator, worker, service, GPU nodes, kube-scheduler"),
+    "fuzz": ("sim.fuzz:COMMAND", "bad inputs and corrupt cluster state against the running service"),
     "nodes": ("sim.actors:NODES", "simulated GPU nodes: kubelet + HAMi device plugin (Allocate)"),
     "scheduler": ("sim.actors:SCHEDULER", "simulated kube-scheduler calling the extender"),
 }

@@ -3,10 +3,13 @@ its own process (so the demo, the benchmark and chaos runs can start, kill and r
 
     python -m sim nodes --kubeconfig F [--nodes 20] [--seed 0] [--gpus-per-node 8] [--models a100-80,h100]
                         [--zones 3] [--allocate-latency 0.002] [--workers 8] [--stats FILE]
-    python -m sim scheduler --kubeconfig F --extender URL [--ca-file F | --insecure] [--http-timeout 30]
-                        [--max-unschedulable 5] [--max-errors 10] [--unschedulable-timeout 5] [--stats FILE]
+    python -m sim scheduler --kubeconfig F --extender URL[,URL...] [--ca-file F | --insecure]
+                        [--http-timeout 30] [--max-unschedulable 5] [--max-errors 10]
+                        [--unschedulable-timeout 5] [--stats FILE]
 
-Both run until SIGTERM/SIGINT and rewrite their stats file (JSON) every second and once more on exit.
+Both run until SIGTERM/SIGINT and rewrite their stats file (JSON) every second and once more on exit, and
+retry an API call that got no answer, 429 or 5xx (`--api-retries`, 5), as the kubelet's and
+kube-scheduler's own callers do.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--stats", type=Path, default=None, help="JSON stats file, rewritten every second")
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--api-retries", type=int, default=5, help="retries of an API call after no answer, 429 or 5xx"
+    )
 
 
 def nodes_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +68,7 @@ def nodes_main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sim nodes: {exc}", file=sys.stderr)
         return 2
-    kube = Kube.from_kubeconfig(args.kubeconfig, pool_size=max(8, args.workers * 2))
+    kube = Kube.from_kubeconfig(args.kubeconfig, max(8, args.workers * 2), args.api_retries)
     kubelets = Kubelets(kube, cluster, PluginConfig(args.allocate_latency, args.workers, args.run_seconds))
     try:
         if not args.no_register:
@@ -82,7 +88,11 @@ def nodes_main(args: argparse.Namespace) -> int:
 
 def scheduler_arguments(parser: argparse.ArgumentParser) -> None:
     _common(parser)
-    parser.add_argument("--extender", required=True, help="urlPrefix, e.g. https://127.0.0.1:8443")
+    parser.add_argument(
+        "--extender",
+        required=True,
+        help="urlPrefix, e.g. https://127.0.0.1:8443; several, comma-separated: the Ready one (a Service)",
+    )
     parser.add_argument("--scheduler-name", default="hami-scheduler")
     parser.add_argument("--ca-file", default="", help="tlsConfig.caFile for an HTTPS extender")
     parser.add_argument("--insecure", action="store_true", help="tlsConfig.insecure: true")
@@ -120,7 +130,7 @@ def scheduler_main(args: argparse.Namespace) -> int:
         bind_workers=args.bind_workers,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
     )
-    kube = Kube.from_kubeconfig(args.kubeconfig, pool_size=args.bind_workers + 8)
+    kube = Kube.from_kubeconfig(args.kubeconfig, args.bind_workers + 8, args.api_retries)
     scheduler = SimScheduler(kube, extender, config)
     try:
         scheduler.start()

@@ -5,6 +5,8 @@ configures it (reference §10.1): `urlPrefix`, `filterVerb: filter`, `bindVerb: 
 Payloads use the Go field names of `k8s.io/kube-scheduler/extender/v1` (no JSON tags): `ExtenderArgs`
 `{"Pod", "Nodes", "NodeNames"}` and `ExtenderBindingArgs` `{"PodName", "PodNamespace", "PodUID", "Node"}`.
 A non-200 answer, a timeout or an undecodable body is an error, like `extender.send` treats it.
+`url_prefix` may list several replicas separated by commas: calls then go through `sim.service.Service`
+(the Ready replica, connection refused when there is none).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import urllib3
 
 from sim import podutil
 from sim.kube import pool_manager, warnings_quiet
+from sim.service import NoEndpoints, Service
 
 MANAGED_RESOURCES = (
     "nvidia.com/gpu",
@@ -59,8 +62,10 @@ class Extender:
         self.config = config
         ca = Path(config.ca_file).read_bytes() if config.ca_file else None
         self._pool = pool_manager(pool_size, ca, config.insecure)
+        self.service = Service([u for u in config.url_prefix.split(",") if u.strip()], self._pool)
 
     def close(self) -> None:
+        self.service.close()
         self._pool.clear()
 
     def interested(self, pod: Mapping[str, Any]) -> bool:
@@ -74,7 +79,11 @@ class Extender:
         return False
 
     def _send(self, verb: str, payload: Any) -> tuple[Any, float]:
-        url = f"{self.config.url_prefix.rstrip('/')}/{verb}"
+        try:
+            base = self.service.endpoint()
+        except NoEndpoints as exc:
+            raise ExtenderError(f"Post {verb}: {exc}") from None
+        url = f"{base}/{verb}"
         started = time.perf_counter()
         try:
             with warnings_quiet():
@@ -86,6 +95,7 @@ class Extender:
                     timeout=urllib3.Timeout(total=self.config.http_timeout),
                 )
         except urllib3.exceptions.HTTPError as exc:
+            self.service.failed(base)
             raise ExtenderError(f"Post {url}: {exc}") from None
         millis = (time.perf_counter() - started) * 1000.0
         if response.status != 200:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import random
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ JSON = "application/json"
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})  # statuses a retry may cure (0: no answer)
 Obj = dict[str, Any]
 
 
@@ -128,17 +131,20 @@ def _error(status: int, data: bytes) -> KubeError:
 class Kube:
     """Thread-safe raw-JSON API client. Every call raises ``KubeError`` on failure (status 0: no answer)."""
 
-    def __init__(self, config: ClusterConfig, pool_size: int = 32, timeout: float = 30.0) -> None:
+    def __init__(
+        self, config: ClusterConfig, pool_size: int = 32, timeout: float = 30.0, retries: int = 0
+    ) -> None:
         self.config = config
         self.timeout = timeout
+        self.retries = retries
         self._headers = {"Accept": JSON, "User-Agent": "hami-sim"}
         if config.token:
             self._headers["Authorization"] = f"Bearer {config.token}"
         self._pool = pool_manager(pool_size, config.ca_pem, config.insecure)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, pool_size: int = 32) -> Kube:
-        return cls(load_kubeconfig(path), pool_size)
+    def from_kubeconfig(cls, path: str | Path, pool_size: int = 32, retries: int = 0) -> Kube:
+        return cls(load_kubeconfig(path), pool_size, retries=retries)
 
     def close(self) -> None:
         self._pool.clear()
@@ -157,19 +163,30 @@ class Kube:
         content_type: str = JSON,
         timeout: float | None = None,
     ) -> Any:
-        headers = dict(self._headers)
-        data = None
+        """One API call; transient failures (no answer, 429, 5xx) are retried `retries` times with jittered
+        backoff, as client-go's callers do (a lost answer to a write is then seen by the retry: 409/404,
+        or the same result for an idempotent patch)."""
+        headers, data = dict(self._headers), None
         if body is not None:
             data = orjson.dumps(body)
             headers["Content-Type"] = content_type
+        url, read = self._url(path, params), timeout or self.timeout
+        delay, attempt = 0.05, 0
+        while True:
+            try:
+                return self._send(method, url, data, headers, read)
+            except KubeError as exc:
+                if exc.status not in TRANSIENT or attempt >= self.retries:
+                    raise
+            attempt += 1
+            time.sleep(delay * (1.0 + random.random()))
+            delay = min(delay * 2.0, 1.0)
+
+    def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str], read: float) -> Any:
         try:
             with warnings_quiet():
                 response = self._pool.request(
-                    method,
-                    self._url(path, params),
-                    body=data,
-                    headers=headers,
-                    timeout=urllib3.Timeout(connect=5.0, read=timeout or self.timeout),
+                    method, url, body=data, headers=headers, timeout=urllib3.Timeout(connect=5.0, read=read)
                 )
         except urllib3.exceptions.HTTPError as exc:
             raise KubeError(0, "ConnectionError", str(exc)) from None

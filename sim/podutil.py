@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -216,6 +217,11 @@ def admission_failed_status(message: str) -> Obj:
         "reason": "UnexpectedAdmissionError",
         "message": f"Allocate failed due to {message}, which is unexpected",
     }
+
+
+def message_shape(text: str, width: int = 100) -> str:
+    """An error message with names and numbers blanked (`#`), to count errors by kind."""
+    return re.sub(r"[\w.-]*\d[\w.-]*", "#", text)[:width]
 
 
 # --- latency summaries --------------------------------------------------------------------------------------

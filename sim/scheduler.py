@@ -81,6 +81,7 @@ class SchedulerStats:
     bind_ms: list[float] = field(default_factory=list)
     e2e_ms: list[float] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
+    errors: Counter[str] = field(default_factory=Counter)  # error answers by message shape
     first_seen_wall: float = 0.0
     last_bound_wall: float = 0.0
 
@@ -342,6 +343,7 @@ class SimScheduler:
                 state.ready_at = now + self._backoff_for(state.attempts)
             else:
                 state.errors += 1
+                self.stats.errors[podutil.message_shape(reason)] += 1
                 if state.errors >= self.config.max_errors:
                     self._reject(state, f"{ERROR}: {reason} ({state.errors} attempts)")
                     return
@@ -394,6 +396,7 @@ class SimScheduler:
                 "schedule_e2e": podutil.summary(list(self.stats.e2e_ms)),
                 "queue": dict(sorted(waiting.items())),
                 "rejected": dict(sorted(self.stats.rejected.items())),
+                "errors": dict(self.stats.errors.most_common(40)),
                 "first_seen_wall": self.stats.first_seen_wall,
                 "last_bound_wall": self.stats.last_bound_wall,
             }

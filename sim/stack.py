@@ -17,7 +17,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import orjson
@@ -148,11 +148,19 @@ def serve_tls(stack: Stack, env: dict[str, str]) -> None:
     stack.service_url = stack.service_url.replace("http://", "https://")
 
 
-def start_cluster(args: argparse.Namespace, stack: Stack) -> Kube:
+def start_cluster(
+    args: argparse.Namespace,
+    stack: Stack,
+    *,
+    scheduler: bool = True,
+    service_env: Mapping[str, str] | None = None,
+) -> Kube:
     """Emulator, nodes, worker, service (waited for until Ready with every node) and scheduler.
 
     `args` needs: nodes, seed, gpus_per_node, zones, allocate_latency, workers, tls, unschedulable_timeout,
-    max_unschedulable (the demo's options). The API client returned is also `stack.kube`.
+    max_unschedulable (the demo's options). `scheduler=False` leaves the simulated kube-scheduler out (the
+    caller plays it); `service_env` adds to or overrides the worker's and the service's environment. The
+    API client returned is also `stack.kube`.
     """
     stack.kubeconfig.unlink(missing_ok=True)  # a reused work dir: never read the last run's URL
     emulator = stack.start(
@@ -189,6 +197,7 @@ def start_cluster(args: argparse.Namespace, stack: Stack) -> Kube:
         "HAMI_BIND": f"127.0.0.1:{port}",
         "HAMI_WORKERS": str(args.workers),
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / "prometheus"),
+        **(service_env or {}),
     }
     if args.tls:
         serve_tls(stack, env)
@@ -205,6 +214,8 @@ def start_cluster(args: argparse.Namespace, stack: Stack) -> Kube:
         return bool(state.get("nodes", 0) >= args.nodes)
 
     wait_until("the service to be ready with every node registered", ready, 90, stack, 0.25)
+    if not scheduler:
+        return kube
     scheduler_flags = flags(
         kubeconfig=stack.kubeconfig,
         extender=stack.service_url,

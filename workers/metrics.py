@@ -2,20 +2,26 @@
 
 A plain prometheus_client registry on its own port, never the Gunicorn multiprocess directory: that
 directory names files by PID, and this container has its own PID namespace (research/ecosystem.md §1.2).
-A small stdlib HTTP server thread answers `/metrics` and `/healthz` (200 while the work loop makes
-progress, 503 otherwise).
+A small stdlib HTTP server thread answers `/metrics`, `/healthz` (200 while the work loop makes
+progress, 503 otherwise) and `/metrics/hami`: HAMi's gauges as rendered into the state directory
+(app/state/gauges.py), streamed from the file — the same text the extender appends to its /metrics, for a
+scrape that should not touch Gunicorn at all (503 while the file is missing or stale). It is a separate
+path so that the chart's ServiceMonitor, which scrapes both ports' /metrics, does not ingest them twice.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +86,12 @@ class WorkerMetrics:
         self.rebuilds = Counter(
             "hami_worker_ledger_rebuilds", "Ledger rebuilds from a fresh pod list", registry=r
         )
+        self.state_metrics_seconds = Histogram(
+            "hami_worker_state_metrics_render_seconds",
+            "Duration of one rendering of HAMi's gauges into the state directory",
+            buckets=_SWEEP_BUCKETS,
+            registry=r,
+        )
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -95,7 +107,13 @@ class _Server6(ThreadingHTTPServer):
 
 
 class MetricsServer:
-    def __init__(self, bind: str, metrics: WorkerMetrics, healthy: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        bind: str,
+        metrics: WorkerMetrics,
+        healthy: Callable[[], bool],
+        hami_gauges: Callable[[], BinaryIO | None] = lambda: None,
+    ) -> None:
         registry = metrics.registry
 
         class Handler(BaseHTTPRequestHandler):
@@ -106,6 +124,8 @@ class MetricsServer:
                 elif path == "/healthz":
                     ok = healthy()
                     self._answer(200 if ok else 503, b"ok\n" if ok else b"stalled\n", "text/plain")
+                elif path == "/metrics/hami":
+                    self._stream(hami_gauges())
                 else:
                     self._answer(404, b"not found\n", "text/plain")
 
@@ -115,6 +135,17 @@ class MetricsServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _stream(self, file: BinaryIO | None) -> None:
+                if file is None:
+                    self._answer(503, b"no current HAMi gauges\n", "text/plain")
+                    return
+                with file:
+                    self.send_response(200)
+                    self.send_header("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)
+                    self.send_header("Content-Length", str(os.fstat(file.fileno()).st_size))
+                    self.end_headers()
+                    shutil.copyfileobj(file, self.wfile, 1 << 18)
 
             def log_message(self, format: str, *args: object) -> None:
                 """Scrapes are not logged."""

@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import pods
-from app.core.codec import CodecError
 from app.core.decision import ASSIGNED_NODE, ASSIGNED_TIME
 from app.core.nodelock import BIND_TIME
 from app.core.pods import PodError
 from app.core.reservations import reservation_from_pod
 from app.core.vendor import Vendor
-from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger
+from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
 from workers.informers import DELETED, Change, by_uid
 
 logger = logging.getLogger(__name__)
@@ -145,7 +144,7 @@ def live_verdict(change: Change, rules: Rules, now: float) -> Verdict:
         if not is_bound(pod):
             return Verdict(uid)
         entry = entry_for(pod, rules, BOUND, now)
-    except (CodecError, PodError) as exc:
+    except ValueError as exc:  # CodecError, PodError or any other malformed value: one pod, never the batch
         return Verdict(by_uid(pod), remove=True, problem=str(exc))
     return Verdict(uid, entry=entry) if entry is not None else Verdict(uid, remove=True)
 
@@ -171,7 +170,7 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
                 if since is None or now - since > rules.inflight_ttl:
                     continue
                 entry = entry_for(pod, rules, CONFIRMED, since)
-        except (CodecError, PodError) as exc:
+        except ValueError as exc:  # CodecError, PodError or any other malformed value
             problems.append((_describe(pod), str(exc)))
             continue
         if entry is not None:
@@ -213,7 +212,10 @@ def compare(rebuilt: Iterable[Entry], live: Iterable[Entry]) -> Drift:
 
 
 def stale_rows(
-    rows: Iterable[Entry], lookup: Callable[[str], Mapping[str, Any] | None], rules: Rules, now: float
+    rows: Iterable[Entry | RowState],
+    lookup: Callable[[str], Mapping[str, Any] | None],
+    rules: Rules,
+    now: float,
 ) -> list[str]:
     """Rule 3: rows the sweep removes."""
     stale = []
@@ -296,7 +298,7 @@ class Reconciler:
     def sweep(self, lookup: Callable[[str], Mapping[str, Any] | None]) -> dict[str, int]:
         """Rule 3; returns the ledger's row count per state after the sweep (for metrics)."""
         with self._lock:
-            rows = self.ledger.all_entries()
+            rows = self.ledger.row_states()  # the rule needs uid, state and age only
             stale = set(stale_rows(rows, lookup, self.rules, self._clock()))
             if stale:
                 self.ledger.remove(stale)

@@ -1,7 +1,8 @@
 """The registration worker put together: informers, election, status, the work loop and its timers.
 
 Threads: one per informer (nodes, pods, resource quotas, and the Lease in follow mode), the elector in
-acquire mode, the status loop, the metrics server, and the work loop (the caller's thread). The work loop
+acquire mode, the status loop, the metrics server, the renderer of HAMi's gauges (workers/statemetrics.py),
+and the work loop (the caller's thread). The work loop
 does everything that takes long, in this order of priority:
 
 1. a new term (we just became leader, or started without election): rebuild the ledger from a fresh pod
@@ -24,12 +25,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import BinaryIO
 
 from app.core.inventory import node_name
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
 from app.k8s.watching import Target, list_objects
+from app.state import gauges
 from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
@@ -39,6 +42,7 @@ from workers.informers import DELETED, Change, Informer, by_name, by_uid
 from workers.metrics import MetricsServer, WorkerMetrics
 from workers.reconcile import Reconciler, Rules
 from workers.registration import Pass, Registrar, Stamp
+from workers.statemetrics import StateMetrics
 from workers.status import StatusLoop
 
 logger = logging.getLogger(__name__)
@@ -72,7 +76,9 @@ class Worker:
         self._dirty = threading.Event()
         self._stop = threading.Event()
         # First, so an unusable HAMI_WORKER_METRICS_BIND fails before anything else is opened.
-        self.server = MetricsServer(settings.worker_metrics_bind, self.metrics, self.healthy)
+        self.server = MetricsServer(
+            settings.worker_metrics_bind, self.metrics, self.healthy, self._fresh_gauges
+        )
         self._reconcile_ledger = Ledger(settings.state_dir)
         self._status_ledger = Ledger(settings.state_dir)
         vendors = settings.vendors
@@ -83,6 +89,12 @@ class Worker:
             on_problem=self.metrics.corrupt_pods.inc,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
+        self.state_metrics = StateMetrics(
+            settings.state_dir,
+            settings.state_metrics_interval,
+            lambda: self.registrar.last,
+            self.metrics.state_metrics_seconds,
+        )
         self._pod_target = Target("pods", field_selector=f"spec.schedulerName={settings.scheduler_name}")
         self._pod_shape = shapes.pod_shape(vendors)
         restart = self._count_restart
@@ -117,6 +129,8 @@ class Worker:
             clock=clock,
             on_promoted=self._trigger.set,
         )
+        if self.registrar.last is not None:  # a restart: readers already serve the snapshot on disk
+            self.status.published(self.registrar.last.generation)
 
     def _elector(self) -> Elector:
         leader = self.settings.leader
@@ -166,6 +180,10 @@ class Worker:
     def healthy(self) -> bool:
         return self._clock() - self.status.current().alive_at <= HEARTBEAT_MAX_AGE
 
+    def _fresh_gauges(self) -> BinaryIO | None:
+        limit = gauges.max_age(self.settings.state_metrics_interval)
+        return gauges.open_fresh(self.settings.state_dir, time.time(), limit)  # against the file's mtime
+
     def stop(self) -> None:
         """Ask the work loop to finish (signal handlers call this)."""
         self._stop.set()
@@ -177,6 +195,7 @@ class Worker:
         for informer in self.informers:
             informer.start()
         self.status.start()
+        self.state_metrics.start()
         self.elector.start()
         try:
             while not all(i.synced.is_set() for i in self.informers):
@@ -198,6 +217,7 @@ class Worker:
         for informer in self.informers:
             informer.join(5)
         self.server.stop()
+        self.state_metrics.stop()
         self._reconcile_ledger.close()
         self._status_ledger.close()
 

@@ -50,9 +50,21 @@ def _go_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+class _Folded(dict[str, Any]):
+    """A JSON object whose keys were lower-cased once, the last of case-insensitively equal keys winning
+    (what `_field` finds), so each field is one lookup: scanning every key for each of a device's fields
+    was three quarters of decoding 5,000 nodes' register annotations (0.45 of 0.58 s)."""
+
+
+def _fold(raw: Mapping[str, Any]) -> _Folded:
+    return _Folded((key.lower(), value) for key, value in raw.items())
+
+
 def _field(raw: Mapping[str, Any], name: str) -> Any:
     """Go's decoder matches JSON keys to struct tags case-insensitively; the last matching key wins."""
     lowered = name.lower()
+    if isinstance(raw, _Folded):
+        return raw.get(lowered)
     found = None
     for key, value in raw.items():
         if key.lower() == lowered:
@@ -130,6 +142,7 @@ def decode_register_json(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
     for position, item in enumerate(raw):
         if not isinstance(item, dict):
             raise CodecError(f"invalid register annotation: device {position} is not an object")
+        item = _fold(item)
         try:
             health = _field(item, "health")
             if health is not None and not isinstance(health, bool):
@@ -208,12 +221,28 @@ def _go_json(value: Any) -> str:
 # Node register annotation, legacy colon form (device.DecodeNodeDevices / EncodeNodeDevices)
 
 
-def _go_parse_int(text: str, field: str, low: int, high: int, func: str = "ParseInt") -> int:
-    """strconv.ParseInt(text, 10, bits) / strconv.Atoi, with Go's error text."""
+_TOO_LONG = 10**20  # beyond every integer range the decoders here accept
+
+
+def _decimal(text: str) -> int | None:
+    """Go's strconv syntax for a base-10 integer (optional sign, ASCII digits); None when `text` is not one.
+
+    More than 20 significant digits come back as ±10**20, out of every range checked here, without being
+    converted: CPython refuses str -> int beyond 4300 digits (a ValueError that is not a CodecError).
+    """
     body = text[1:] if text[:1] in "+-" else text
     if not body or not body.isascii() or not body.isdigit():
+        return None
+    significant = body.lstrip("0") or "0"
+    number = int(significant) if len(significant) <= 20 else _TOO_LONG
+    return -number if text[:1] == "-" else number
+
+
+def _go_parse_int(text: str, field: str, low: int, high: int, func: str = "ParseInt") -> int:
+    """strconv.ParseInt(text, 10, bits) / strconv.Atoi, with Go's error text."""
+    number = _decimal(text)
+    if number is None:
         raise CodecError(f'invalid {field} field: strconv.{func}: parsing "{text}": invalid syntax')
-    number = int(text)
     if not low <= number <= high:
         raise CodecError(f'invalid {field} field: strconv.{func}: parsing "{text}": value out of range')
     return number
@@ -311,10 +340,10 @@ def encode_pod_single_device(containers: PodSingleDevice) -> str:
 
 
 def _parse_int32(text: str, what: str) -> int:
-    body = text[1:] if text[:1] in "+-" else text
-    if not body or not body.isascii() or not body.isdigit() or not INT32_MIN <= int(text) <= INT32_MAX:
+    number = _decimal(text)
+    if number is None or not INT32_MIN <= number <= INT32_MAX:
         raise CodecError(f"pod annotation format error, invalid {what} {text!r}")
-    return int(text)
+    return number
 
 
 def decode_container_devices(value: str) -> ContainerDevices:
@@ -375,12 +404,12 @@ def decode_scoring_weights(value: str | None) -> ScoringWeights:
             raise CodecError(f"invalid device scoring weights {value!r}: unknown entry {part.strip()!r}")
         if key in weights:
             raise CodecError(f"invalid device scoring weights {value!r}: duplicate key {key!r}")
-        digits = number[1:] if number[:1] in "+-" else number  # strconv.ParseInt(s, 10, 64)
-        if not digits.isascii() or not digits.isdigit() or not 0 <= int(number) <= INT64_MAX:
+        weight = _decimal(number)  # strconv.ParseInt(s, 10, 64)
+        if weight is None or not 0 <= weight <= INT64_MAX:
             raise CodecError(
                 f"invalid device scoring weights {value!r}: {key} must be a non-negative integer"
             )
-        weights[key] = int(number)
+        weights[key] = weight
     if not any(weights.values()):
         raise CodecError(f"invalid device scoring weights {value!r}: at least one weight must be positive")
     return ScoringWeights(weights["slot"], weights["core"], weights["memory"])

@@ -128,9 +128,13 @@ def reason_keys(reason: str) -> list[str]:
 
 def failure_events(failed: Mapping[str, str], candidate_count: int) -> list[str]:
     """FilteringFailed messages when no node fits: one per reason key, then the summary (§4.8)."""
+    parsed: dict[str, list[str]] = {}  # thousands of nodes share a handful of reason texts
     by_key: dict[str, list[str]] = {}
     for node, reason in failed.items():
-        for key in reason_keys(reason):
+        keys = parsed.get(reason)
+        if keys is None:
+            keys = parsed[reason] = reason_keys(reason)
+        for key in keys:
             by_key.setdefault(key, []).append(node)
     messages = [
         f"{len(nodes)} nodes {key}({','.join(sorted(nodes))})" for key, nodes in sorted(by_key.items())
@@ -139,20 +143,17 @@ def failure_events(failed: Mapping[str, str], candidate_count: int) -> list[str]
     return messages
 
 
-def success_event(decision: Decision, candidate_count: int, limit: int | None = None) -> str:
-    """FilteringSucceed message: winner, counts and `node:score` of fitting nodes.
+def success_event(winner: NodeVerdict, candidate_count: int, ranked_ahead: int) -> str:
+    """FilteringSucceed message: the winner, its node score, its rank, and that the nodes ranked ahead of
+    it do not fit.
 
-    HAMi's `genSuccessMsg` lists the nodes in sorted order, so the winner comes last (§4.8); `limit`
-    keeps the last `limit` entries, the winner included.
+    HAMi lists every fitting node with its score (§4.8); the service stops at the first node that fits in
+    winner order, so it reports what it knows (docs/compatibility.md).
     """
-    winner = decision.winner
-    assert winner is not None
-    listed = list(decision.ranked)
-    if limit is not None:
-        listed = listed[-limit:] if limit > 0 else []
-    scores = ",".join(f"{v.node}:{format_score(v.score)}" for v in listed)
-    fit = len(decision.ranked)
-    return f"find fit node({winner.node}), {candidate_count - fit} nodes not fit, {fit} nodes fit({scores})"
+    return (
+        f"find fit node({winner.node}), score {format_score(winner.score)}, ranked {ranked_ahead + 1} of "
+        f"{candidate_count} nodes (the {ranked_ahead} ranked ahead do not fit)"
+    )
 
 
 def binding_success_event(node: str, namespace: str, name: str) -> str:

@@ -11,8 +11,10 @@ Rules (HAMi's, with the fixes recorded in docs/compatibility.md):
 - expired (older than the timeout): take over — unless the holder is still waiting for its device
   allocation (HAMi #3096: handing over then makes the device plugin serve the wrong pod). Then we wait until
   the holder resolves, but never longer than a second timeout period (a bounded stall, never a stuck node);
-- a value that does not parse (HAMi: the node is unusable until a human removes it, #26): treated as
-  expired, since nobody can own it;
+- a value that does not parse (HAMi: the node is unusable until a human removes it, #26), or that names
+  no pod (an empty namespace or name next to a time): treated as expired, since nobody can own it;
+- a time further in the future than the timeout (no working clock wrote it; HAMi would honour it until
+  then, locking the node for good): treated as expired too;
 - otherwise: contention, a retryable error.
 """
 
@@ -134,10 +136,15 @@ def decide(
         if age > timeout:
             return LockDecision(Verdict.TAKE_OVER, "our own lock expired; stamping it again")
         return LockDecision(Verdict.REENTER)
+    if -age > timeout:
+        moment = value.split(",", 1)[0]
+        return LockDecision(Verdict.TAKE_OVER, f"lock time {moment} is {-age} in the future")
     if lock.legacy:
         if age > timeout:
             return LockDecision(Verdict.TAKE_OVER, f"legacy lock expired {age - timeout} ago")
         return LockDecision(Verdict.CONTENDED, f"legacy lock held for {age}")
+    if not lock.namespace or not lock.name:
+        return LockDecision(Verdict.TAKE_OVER, f"lock names no pod: {value!r}")
     if holder is None:
         return LockDecision(Verdict.NEED_HOLDER)
     if holder in (Holder.GONE, Holder.TERMINAL):
@@ -210,8 +217,8 @@ def classify_holder(
 ) -> Holder:
     """What the pod named in `node`'s lock still needs it for (`now`, `locked_at` in unix seconds).
 
-    GONE: deleted, now assigned to another node, or never bound and its bind attempt (its bind-time, or
-    the lock's own time when the bind never got that far) older than `stale_after` (its bind failed and
+    GONE: deleted, now assigned to another node, or never bound and its bind attempt older than
+    `stale_after` — both its bind-time and the lock's own time, whichever is later (its bind failed and
     nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
     PENDING_ALLOCATION: bound here and waiting for the device plugin's Allocate (bind-phase still
     `allocating`); ACTIVE: anything else (e.g. its bind is in flight).
@@ -233,11 +240,16 @@ def classify_holder(
     if bound_to == node and annotations.get(BIND_PHASE) == PHASE_ALLOCATING:
         return Holder.PENDING_ALLOCATION
     if not bound_to:
-        stamp = annotations.get(BIND_TIME)
-        try:
-            started = float(stamp) if isinstance(stamp, str) else locked_at
-        except ValueError:
-            started = locked_at
-        if started is not None and now - started > stale_after:
+        # The latest sign of life counts: a pod whose earlier bind failed still carries that attempt's
+        # bind-time while a new attempt, which just took this lock, has not written its own yet.
+        stamps = [t for t in (_unix_seconds(annotations.get(BIND_TIME)), locked_at) if t is not None]
+        if stamps and now - max(stamps) > stale_after:
             return Holder.GONE
     return Holder.ACTIVE
+
+
+def _unix_seconds(value: object) -> float | None:
+    try:
+        return float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None

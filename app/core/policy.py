@@ -110,8 +110,12 @@ def sort_devices(devices: list[ScoredDevice], policy: str, bind: bool) -> None:
     devices.sort(key=device_sort_key(policy, bind))
 
 
+def node_score_sign(policy: str) -> float:
+    """-1 under spread (the emptiest node wins), +1 under binpack and anything else (the fullest wins)."""
+    return -1.0 if policy == SPREAD else 1.0
+
+
 def node_sort_key(policy: str) -> Callable[[float], float]:
     """Ascending key for node scores: binpack puts the fullest node last (the winner), spread the emptiest."""
-    if policy == SPREAD:
-        return lambda score: -score
-    return lambda score: score
+    sign = node_score_sign(policy)
+    return lambda score: sign * score

@@ -53,11 +53,14 @@ def parse(value: object) -> Fraction:
     match = _QUANTITY.match(value.strip())
     if match is None:
         raise QuantityError(f"quantities must match the regular expression, got {value!r}")
-    number = Fraction(match["num"])
+    try:
+        number = Fraction(match["num"])
+        exponent = int(match["exp"]) if match["exp"] is not None else None
+    except ValueError:  # CPython converts at most 4300 digits (sys.get_int_max_str_digits)
+        raise QuantityError(f"quantity has too many digits: {value[:40]!r}...") from None
     if match["bin"]:
         return number * _BINARY[match["bin"]]
-    if match["exp"] is not None:
-        exponent = int(match["exp"])
+    if exponent is not None:
         if abs(exponent) > 1000:
             raise QuantityError(f"quantity exponent out of range in {value!r}")
         return number * Fraction(10) ** exponent

@@ -103,6 +103,12 @@ def sum_uses(reservations: Iterable[Mapping[str, DeviceUse]]) -> dict[str, Devic
     return total
 
 
+def same_use(a: NodeUse, b: NodeUse) -> bool:
+    """Equal as `working_devices` sees them: a device absent from one and zero in the other is the same."""
+    zero = DeviceUse()
+    return {k: v for k, v in a.items() if v != zero} == {k: v for k, v in b.items() if v != zero}
+
+
 def working_devices(node: NodeDevices, use: NodeUse) -> list[DeviceUsage]:
     """The node's devices in registration order with existing usage applied (HAMi getNodesUsage)."""
     devices = []

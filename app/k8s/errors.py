@@ -25,22 +25,25 @@ class ApiError(Exception):
         return self.status == 409
 
 
+def from_response(status: int, reason: str, body: bytes | str | None) -> ApiError:
+    """A non-2xx answer; the reason and message are the server's Status fields when there are some."""
+    message = f"{status} {reason}".strip()
+    try:
+        decoded = orjson.loads(body or b"")
+        if isinstance(decoded, dict):
+            reason = str(decoded.get("reason") or reason)
+            message = str(decoded.get("message") or message)
+    except (orjson.JSONDecodeError, TypeError):
+        pass
+    return ApiError(status, reason, message)
+
+
 def from_exception(exc: BaseException) -> ApiError:
     """Translate client exceptions; the message is the server's Status message when there is one."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, ApiException):
-        status = int(exc.status or 0)
-        reason = str(exc.reason or "")
-        message = f"{status} {reason}".strip()
-        try:
-            body = orjson.loads(exc.body or b"")
-            if isinstance(body, dict):
-                reason = str(body.get("reason") or reason)
-                message = str(body.get("message") or message)
-        except (orjson.JSONDecodeError, TypeError):
-            pass
-        return ApiError(status, reason, message)
+        return from_response(int(exc.status or 0), str(exc.reason or ""), exc.body)
     if isinstance(exc, HTTPError | OSError):
         return ApiError(0, "ConnectionError", f"{type(exc).__name__}: {exc}")
     raise exc

@@ -9,6 +9,7 @@ delete a lock that is ours.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from app.core.nodelock import LOCK_ANNOTATION, Holder, Verdict
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
+
+logger = logging.getLogger(__name__)
 
 
 class LockContention(Exception):
@@ -92,6 +95,10 @@ def lock_node(
             objects.patch_node_annotations(
                 kube, node, {LOCK_ANNOTATION: new_value}, resource_version=objects.resource_version(current)
             )
+            if value is not None:
+                pod = f"{namespace}/{name}"
+                details = {"node": node, "pod": pod, "previous": value, "why": decision.why}
+                logger.warning("took over a node lock", extra=details)
             return Acquired(new_value, took_over=decision.why if value is not None else "")
         except ApiError as exc:
             last = exc
@@ -102,14 +109,40 @@ def lock_node(
     raise ApiError(last.status, last.reason, f"failed to set node lock (node={node}): {last.message}")
 
 
-def release_node_lock(kube: Kube, node: str, namespace: str, name: str, backoff: Backoff = Backoff()) -> bool:
-    """Delete `node`'s lock if (and only if) pod `namespace/name` holds it; True if a lock was removed."""
+def _renamed(kube: Kube, namespace: str, name: str, uid: str) -> bool:
+    """The name `namespace/name` now belongs to another pod than `uid` (it was deleted and recreated)."""
+    try:
+        pod = objects.get_pod(kube, namespace, name)
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    found = objects.metadata_of(pod).get("uid")
+    return bool(found) and found != uid
+
+
+def release_node_lock(
+    kube: Kube,
+    node: str,
+    namespace: str,
+    name: str,
+    backoff: Backoff = Backoff(),
+    *,
+    owner_uid: str = "",
+) -> bool:
+    """Delete `node`'s lock if (and only if) pod `namespace/name` holds it; True if a lock was removed.
+
+    With `owner_uid`, not once the name belongs to another pod: the lock names namespace/name only, and a
+    pod recreated under the same name re-enters it (its bind may be under way, or its Allocate pending).
+    """
     last: ApiError | None = None
     for delay in [*backoff.delays(), None]:
         try:
             current = objects.get_node(kube, node)
             value = objects.annotations_of(current).get(LOCK_ANNOTATION)
             if value is None or not nodelock.is_owned_by(value, namespace, name):
+                return False
+            if owner_uid and _renamed(kube, namespace, name, owner_uid):
                 return False
             objects.patch_node_annotations(
                 kube, node, {LOCK_ANNOTATION: None}, resource_version=objects.resource_version(current)

@@ -53,9 +53,12 @@ def filter_route() -> Response:
         logger.exception("filter failed unexpectedly")
         FILTER_RESULTS.labels("error").inc()
         return json_response(filter_result(error=f"internal error: {type(exc).__name__}: {exc}"))
-    result = (
-        "error" if outcome.error else "placed" if (outcome.node_names or outcome.nodes) else "unschedulable"
-    )
+    if outcome.error:
+        result = "error"
+    elif outcome.passthrough:
+        result = "passthrough"
+    else:
+        result = "placed" if (outcome.node_names or outcome.nodes) else "unschedulable"
     FILTER_RESULTS.labels(result).inc()
     if outcome.denial:
         FILTER_DENIALS.labels(outcome.denial).inc()

@@ -14,7 +14,7 @@ from flask import Blueprint, Response, request
 from app.admission import review
 from app.core.review import V1, ReviewError, errored, parse_review, review_response
 from app.metrics import WEBHOOK_RESULTS, WEBHOOK_SECONDS
-from app.routes.common import BodyError, context, json_body, json_response
+from app.routes.common import MAX_DEPTH, BodyError, context, json_body, json_response
 
 logger = logging.getLogger(__name__)
 blueprint = Blueprint("webhook", __name__)
@@ -33,7 +33,7 @@ def webhook() -> Response:
     if content_type != "application/json":
         return _bad_request(f"contentType={request.content_type}, expected application/json")
     try:
-        body = json_body(ctx.settings.http.max_body_bytes)
+        body = json_body(ctx.settings.http.max_body_bytes, MAX_DEPTH)
         admission = parse_review(body)
     except BodyError as exc:
         return _bad_request("request body is empty" if exc.missing else exc.message)

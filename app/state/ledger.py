@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -51,6 +52,31 @@ CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, uid TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
 """
+# Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
+# instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The
+# implicit delete of INSERT OR REPLACE fires the delete trigger only with recursive_triggers on.
+_QUOTA_TABLE = """CREATE TABLE quota_used (
+    namespace TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    PRIMARY KEY (namespace, resource)
+)"""
+_QUOTA_ITEMS = "json_each(CAST({row}.quota AS TEXT))"
+_QUOTA_ADD = f"""INSERT INTO quota_used (namespace, resource, amount)
+    SELECT NEW.namespace, q.key, q.value FROM {_QUOTA_ITEMS.format(row="NEW")} q WHERE true
+    ON CONFLICT (namespace, resource) DO UPDATE SET amount = amount + excluded.amount;"""
+_QUOTA_SUBTRACT = f"""UPDATE quota_used
+    SET amount = amount - (SELECT q.value FROM {_QUOTA_ITEMS.format(row="OLD")} q WHERE q.key = resource)
+    WHERE namespace = OLD.namespace AND resource IN (SELECT q.key FROM {_QUOTA_ITEMS.format(row="OLD")} q);"""
+_QUOTA_TRIGGERS = (
+    f"CREATE TRIGGER quota_insert AFTER INSERT ON reservations BEGIN {_QUOTA_ADD} END",
+    f"CREATE TRIGGER quota_delete AFTER DELETE ON reservations BEGIN {_QUOTA_SUBTRACT} END",
+    "CREATE TRIGGER quota_update AFTER UPDATE OF namespace, quota ON reservations"
+    f" BEGIN {_QUOTA_SUBTRACT} {_QUOTA_ADD} END",
+)
+_QUOTA_FILL = f"""INSERT INTO quota_used (namespace, resource, amount)
+    SELECT r.namespace, q.key, SUM(q.value) FROM reservations r, {_QUOTA_ITEMS.format(row="r")} q
+    GROUP BY r.namespace, q.key"""
 _COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
 
 
@@ -76,6 +102,14 @@ class Changes:
     seq: int
     epoch: int
     full: bool
+
+
+class RowState(NamedTuple):
+    """A reservation row without its device uses (`Ledger.row_states`)."""
+
+    uid: str
+    state: str
+    updated_at: float
 
 
 def _encode_uses(uses: Mapping[str, DeviceUse]) -> bytes:
@@ -113,10 +147,16 @@ class Ledger:
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA recursive_triggers=ON")
         with self.transaction():
             for statement in _SCHEMA.strip().split(";"):
                 if statement.strip():
                     self._db.execute(statement)
+            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'quota_used'").fetchone():
+                self._db.execute(_QUOTA_TABLE)
+                for trigger in _QUOTA_TRIGGERS:
+                    self._db.execute(trigger)
+                self._db.execute(_QUOTA_FILL)  # a ledger written before the table existed
 
     def close(self) -> None:
         with self._lock:
@@ -168,27 +208,40 @@ class Ledger:
 
     # -- the decision path ------------------------------------------------------------------------------
 
-    def node_entries(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Entry]:
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid)
-        )
-        return [_entry(row) for row in rows]
+    def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[dict[str, DeviceUse]]:
+        rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
+        return [_decode_uses(uses) for (uses,) in rows]
 
-    def namespace_entries(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> list[Entry]:
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM reservations WHERE namespace = ? AND uid != ?", (namespace, exclude_uid)
-        )
-        return [_entry(row) for row in rows]
+    def quota_used(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> dict[str, int]:
+        """resource -> amount held by the namespace's reservations other than `exclude_uid`'s."""
+        used = {
+            str(resource): int(amount)
+            for resource, amount in db.execute(
+                "SELECT resource, amount FROM quota_used WHERE namespace = ?", (namespace,)
+            )
+        }
+        own = db.execute(
+            "SELECT quota FROM reservations WHERE uid = ? AND namespace = ?", (exclude_uid, namespace)
+        ).fetchone()
+        for resource, amount in (orjson.loads(own[0]) if own else {}).items():
+            used[resource] = used.get(resource, 0) - amount
+        return used
 
     def assume(
-        self, uid: str, node: str, namespace: str, check: Callable[[list[Entry], list[Entry]], Entry | None]
+        self,
+        uid: str,
+        node: str,
+        check: Callable[[list[dict[str, DeviceUse]], dict[str, int]], Entry | None],
+        quota_namespace: str | None = None,
     ) -> Entry | None:
-        """Atomically re-check and reserve: `check(node_entries, namespace_entries)` sees every OTHER
-        reservation on `node` and in `namespace` as committed now, and returns the entry to store (replacing
-        this pod's previous one) or None when the pod no longer fits there.
+        """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every
+        OTHER reservation on `node` as committed now, and the quota used by the others in
+        `quota_namespace` (empty when None: a namespace without limits needs no sum). It returns the entry to
+        store (replacing this pod's previous one) or None when the pod no longer fits there.
         """
         with self.transaction() as db:
-            entry = check(self.node_entries(db, node, uid), self.namespace_entries(db, namespace, uid))
+            used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
+            entry = check(self.node_uses(db, node, uid), used)
             if entry is not None:
                 self._put(db, entry)
             return entry
@@ -251,6 +304,13 @@ class Ledger:
         with self._lock:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM reservations ORDER BY uid").fetchall()
         return [_entry(row) for row in rows]
+
+    def row_states(self) -> list[RowState]:
+        """uid, state and write time of every row, nothing decoded: what the worker's sweep reads (decoding
+        20,000 rows' device uses with `all_entries` costs ~0.4 s of CPU every sweep)."""
+        with self._lock:
+            rows = self._db.execute("SELECT uid, state, updated_at FROM reservations").fetchall()
+        return [RowState(str(uid), str(state), float(at)) for uid, state, at in rows]
 
     # -- incremental readers ----------------------------------------------------------------------------
 

@@ -6,8 +6,12 @@ node, the reason for every node that is not usable, per-namespace quota limits a
 Each node carries its own revision so a reader can rebuild only what changed since its last load, like
 kube-scheduler's generation-based UpdateSnapshot.
 
-Devices are stored as positional lists rather than objects: the file is read by every Gunicorn worker on
-each change, and decoding 40,000 devices is the cost that matters.
+The file is read by every Gunicorn worker on each change, so it is laid out for that reader: a header line,
+then one line per node starting with the node's revision and name, so that a reload parses only the nodes
+whose revision moved (one node changed at 5,000 nodes: about 10 ms, against 60-90 ms to parse the whole
+4 MB JSON document of format 1, and without its tens of megabytes of transient objects). Devices are
+positional lists rather than objects, because decoding 40,000 of them is what a first load costs. Each line
+is still JSON after its two tab-separated prefix fields (`cut -f3 inventory.json | jq` reads it).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import orjson
 from app.core.model import DeviceInfo, MigPlacement, MigProfile, NodeDevices
 
 SNAPSHOT_FILE = "inventory.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +93,8 @@ def _decode_device(raw: list[Any]) -> DeviceInfo:
 
 
 def encode_node(record: NodeRecord) -> dict[str, Any]:
+    """A node's line body (its revision and name are the line's prefix fields)."""
     return {
-        "rev": record.rev,
         "zone": record.zone,
         "region": record.region,
         "cordoned": sorted(record.devices.cordoned),
@@ -98,24 +102,26 @@ def encode_node(record: NodeRecord) -> dict[str, Any]:
     }
 
 
-def decode_node(name: str, raw: Mapping[str, Any]) -> NodeRecord:
+def decode_node(name: str, rev: int, raw: Mapping[str, Any]) -> NodeRecord:
     devices = NodeDevices(
         name, tuple(_decode_device(d) for d in raw["devices"]), frozenset(raw.get("cordoned") or ())
     )
-    return NodeRecord(devices, raw["rev"], raw.get("zone", ""), raw.get("region", ""))
+    return NodeRecord(devices, rev, raw.get("zone", ""), raw.get("region", ""))
 
 
 def encode(snapshot: Snapshot) -> bytes:
-    return orjson.dumps(
-        {
-            "format": FORMAT_VERSION,
-            "generation": snapshot.generation,
-            "written_at": snapshot.written_at,
-            "nodes": {name: encode_node(record) for name, record in snapshot.nodes.items()},
-            "broken": dict(snapshot.broken),
-            "quota_limits": {ns: dict(limits) for ns, limits in snapshot.quota_limits.items()},
-        }
-    )
+    """The file: a header line, then one line per node, `<rev> TAB <name as JSON> TAB <node as JSON>`."""
+    header = {
+        "format": FORMAT_VERSION,
+        "generation": snapshot.generation,
+        "written_at": snapshot.written_at,
+        "broken": dict(snapshot.broken),
+        "quota_limits": {ns: dict(limits) for ns, limits in snapshot.quota_limits.items()},
+    }
+    lines = [orjson.dumps(header)]
+    for name, record in snapshot.nodes.items():
+        lines.append(b"%d\t%s\t%s" % (record.rev, orjson.dumps(name), orjson.dumps(encode_node(record))))
+    return b"\n".join(lines) + b"\n"
 
 
 def write(state_dir: Path, snapshot: Snapshot) -> None:
@@ -127,36 +133,44 @@ def write(state_dir: Path, snapshot: Snapshot) -> None:
     os.replace(temporary, target)
 
 
-def read_raw(state_dir: Path) -> dict[str, Any]:
-    try:
-        data = orjson.loads((state_dir / SNAPSHOT_FILE).read_bytes())
-    except FileNotFoundError:
-        raise SnapshotError("no inventory snapshot yet") from None
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise SnapshotError(f"unreadable inventory snapshot: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
+def decode(data: bytes, previous: Snapshot | None = None) -> Snapshot:
+    """Build a Snapshot from the file's bytes, parsing only the nodes whose revision is not `previous`'s
+    (JSON strings escape tabs and newlines, so they cannot occur inside a line's fields)."""
+    head, _, body = data.partition(b"\n")
+    header = orjson.loads(head)
+    if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION:
         raise SnapshotError("inventory snapshot has an unknown format")
-    return data
-
-
-def decode(data: Mapping[str, Any], previous: Snapshot | None = None) -> Snapshot:
-    """Build a Snapshot, reusing `previous` node records whose revision did not change."""
     old = previous.nodes if previous is not None else {}
     nodes: dict[str, NodeRecord] = {}
-    for name, raw in data["nodes"].items():
+    for line in body.split(b"\n"):
+        if not line:
+            continue
+        rev_field, name_field, node = line.split(b"\t", 2)
+        name, rev = orjson.loads(name_field), int(rev_field)
         kept = old.get(name)
-        nodes[name] = kept if kept is not None and kept.rev == raw["rev"] else decode_node(name, raw)
+        if kept is None or kept.rev != rev:
+            kept = decode_node(name, rev, orjson.loads(node))
+        nodes[name] = kept
     return Snapshot(
-        generation=data["generation"],
+        generation=header["generation"],
         nodes=nodes,
-        broken=data.get("broken") or {},
-        quota_limits=data.get("quota_limits") or {},
-        written_at=data.get("written_at", 0.0),
+        broken=header.get("broken") or {},
+        quota_limits=header.get("quota_limits") or {},
+        written_at=header.get("written_at", 0.0),
     )
 
 
 def read(state_dir: Path, previous: Snapshot | None = None) -> Snapshot:
-    return decode(read_raw(state_dir), previous)
+    try:
+        data = (state_dir / SNAPSHOT_FILE).read_bytes()
+    except FileNotFoundError:
+        raise SnapshotError("no inventory snapshot yet") from None
+    except OSError as exc:
+        raise SnapshotError(f"unreadable inventory snapshot: {exc}") from None
+    try:
+        return decode(data, previous)
+    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise SnapshotError(f"unreadable inventory snapshot: {type(exc).__name__}: {exc}") from None
 
 
 def file_stamp(state_dir: Path) -> tuple[int, int] | None:

@@ -62,6 +62,11 @@ class ReplicaStatus:
         if not self.heartbeat_fresh(now):
             return "the registration worker is not running"
         if not self.is_leader(now):
+            if self.lease_expires_at and now >= self.lease_expires_at:
+                # Nobody leads by this Lease: naming its holder as "leader" would point at a replica
+                # (often this one) that does not decide either.
+                holder = f" held by {self.leader_identity}" if self.leader_identity else ""
+                return f"no leader: the Lease{holder} expired, as last seen by the registration worker"
             holder = f" (leader: {self.leader_identity})" if self.leader_identity else ""
             return f"this replica is not the leader{holder}"
         if not self.synced:

@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 SETTINGS_SOURCE = (REPO / "config" / "settings.py").read_text(encoding="utf-8")
 READ_BY_SETTINGS = set(re.findall(r'"(HAMI_[A-Z_]+)"', SETTINGS_SOURCE))
 # Read by config/settings.py but deliberately not set by the chart (docs/install.md):
-# mTLS on the shared port would also demand client certificates from kubelet probes and the API server.
-NOT_SET_BY_CHART = {"HAMI_TLS_CLIENT_CA_FILE"}
+# mTLS on the shared port would also demand client certificates from kubelet probes and the API server;
+# HAMI_BENCH_NOOP registers the benchmark-only floor route (python -m bench), never wanted in a cluster.
+NOT_SET_BY_CHART = {"HAMI_TLS_CLIENT_CA_FILE", "HAMI_BENCH_NOOP"}
 # Set by the chart but read by a library, not by config/settings.py.
 LIBRARY = {"PROMETHEUS_MULTIPROC_DIR"}
 DOWNWARD = {"POD_NAME": ("fieldRef", "metadata.name"), "POD_NAMESPACE": ("fieldRef", "metadata.namespace")}
@@ -38,6 +39,7 @@ COMMON = {
     "HAMI_RETRY_PERIOD": "2s",
     "HAMI_LOG_LEVEL": "INFO",
     "HAMI_EVENTS": "true",
+    "HAMI_STATE_METRICS_INTERVAL": "10s",
     **DOWNWARD,
 }
 EXTENDER_ONLY = {

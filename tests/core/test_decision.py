@@ -11,7 +11,6 @@ from app.core.codec import CodecError
 from app.core.decision import (
     ASSIGNED_NODE,
     ASSIGNED_TIME,
-    Decision,
     allocation_annotations,
     binding_success_event,
     decide,
@@ -23,6 +22,7 @@ from app.core.decision import (
 )
 from app.core.fit import NodeVerdict
 from app.core.model import DeviceUse, NodeDevices
+from app.core.score import format_score
 from app.devices.nvidia import keys
 
 WORKED_ANNOTATION = "GPU-B,NVIDIA,3000,30:;;GPU-B,NVIDIA,16384,0:GPU-A,NVIDIA,16384,0:;"
@@ -52,8 +52,8 @@ def test_worked_example_annotations(device_type: str) -> None:
         "hami.io/vgpu-devices-allocated": WORKED_ANNOTATION,
     }
     assert (
-        success_event(decision, 1)
-        == "find fit node(gpu-node-1), 0 nodes not fit, 1 nodes fit(gpu-node-1:3.22)"
+        success_event(winner, 1, 0) == "find fit node(gpu-node-1), score 3.22, ranked 1 of 1 nodes"
+        " (the 0 ranked ahead do not fit)"
     )
 
 
@@ -125,16 +125,14 @@ def test_node_policy_and_success_event(
         pod(ctr("a", gpu=1, mem=1), annotations=annotations), nodes, usage, node_policy=node_policy
     )
     assert decision.winner is not None and decision.winner.node == winner
-    assert success_event(decision, 5) == f"find fit node({winner}), 2 nodes not fit, 3 nodes fit({listed})"
+    assert ",".join(f"{v.node}:{format_score(v.score)}" for v in decision.ranked) == listed
 
 
-def test_success_event_limit_keeps_the_winner() -> None:
-    ranked = tuple(NodeVerdict(n, True, s) for n, s in (("a", 1.0), ("b", 2.0), ("c", 3.0)))
-    decision = Decision(ranked, {})
-    assert (
-        success_event(decision, 3, limit=2) == "find fit node(c), 0 nodes not fit, 3 nodes fit(b:2.00,c:3.00)"
+def test_success_event_names_the_winner_its_score_and_rank() -> None:
+    winner = NodeVerdict("c", True, 3.0)
+    assert success_event(winner, 5000, 12) == (
+        "find fit node(c), score 3.00, ranked 13 of 5000 nodes (the 12 ranked ahead do not fit)"
     )
-    assert success_event(decision, 3, limit=0) == "find fit node(c), 0 nodes not fit, 3 nodes fit()"
 
 
 @pytest.mark.parametrize(

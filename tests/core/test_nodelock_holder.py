@@ -39,6 +39,12 @@ def holder(
         ),
         pytest.param(holder(hami_io_bind_time=str(NOW - 5)), None, Holder.ACTIVE, id="bind-in-flight"),
         pytest.param(holder(hami_io_bind_time=str(NOW - 61)), None, Holder.GONE, id="bind-attempt-stale"),
+        pytest.param(  # a new bind took the lock; its bind-time patch has not landed yet (the chaos storm)
+            holder(hami_io_bind_time=str(NOW - 61)), NOW - 1, Holder.ACTIVE, id="old-bind-time-fresh-lock"
+        ),
+        pytest.param(
+            holder(hami_io_bind_time=str(NOW - 1)), NOW - 61, Holder.ACTIVE, id="fresh-bind-old-lock"
+        ),
         pytest.param(holder(), NOW - 5, Holder.ACTIVE, id="no-bind-time-recent-lock"),
         pytest.param(holder(), NOW - 61, Holder.GONE, id="no-bind-time-stale-lock"),
         pytest.param(holder(), None, Holder.ACTIVE, id="no-bind-time-no-lock-time"),

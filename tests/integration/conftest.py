@@ -15,18 +15,26 @@ Fixtures (all generic; build your scenario from them):
 - `cluster` (module scope): a `Cluster` — builders for GPU nodes and pods in HAMi's formats, reads of
   live objects as JSON, and `allocate(node)`, which performs the device plugin's documented Allocate
   steps (pop the to-allocate groups, bind-phase `success`, release `hami.io/mutex.lock`) through the
-  real client.
+  real client; `device_usage()` (per GPU, from the pods' annotations alone) and `rebuild_ledger()` (the
+  worker's rebuild over a fresh pod list) are the API-side truth to check a replica's ledger against.
 - `start_service` (module scope): a factory `start_service(workers=2, threads=4, env={...},
-  registrar="auto")` returning a `Service` (HTTP helpers for /filter, /bind, /webhook, /metrics,
-  /debug/state, the shared `ledger`). `registrar`: "worker" runs the real registration worker
-  (`python -m workers`, `.worker`); "standin" a `RegistrarStandin` (`.registrar`); "auto" the worker
-  when it is importable, else the stand-in; None nothing (the service stays unready).
+  registrar="auto", wait_ready=True)` returning a `Service` (HTTP helpers for /filter, /bind, /webhook,
+  /metrics, /debug/state, the shared `ledger`, the replica's `status()` rows). `registrar`: "worker"
+  runs the real registration worker (`python -m workers`, `.worker`); "standin" a `RegistrarStandin`
+  (`.registrar`); "auto" the worker when it is importable, else the stand-in; None nothing (the service
+  stays unready). `wait_ready=False` returns once the processes run (a follower never becomes Ready).
+  Failures: `service.kill()` SIGKILLs the whole replica by PID (worker, Gunicorn master and workers),
+  `service.kill(worker_only=True)` only its registration worker, `service.start_worker()` restarts that
+  worker as its container would be.
 - `RegistrarStandin`: plays `python -m workers` where a test must control leadership or sync directly
   (and stood in for it before it existed) — publishes `$HAMI_STATE_DIR/inventory.json` with
   `app.state.snapshot.write` from the emulator's nodes and ResourceQuotas, and writes the status rows of
   `app.state.status` (leader, synced, heartbeat, ...) into the ledger every `interval`. `set_leader` /
   `set_synced` control what the service sees.
 
+- `scheduler_lease` (function scope): a `SchedulerLease` playing the co-located kube-scheduler for
+  follow mode — writes the Lease ("kube-scheduler", 4 s) and, with `hold(holder)`, renews it every second
+  from a thread until `stop()` (which returns the last renewTime).
 - `wait_for` (a function): `wait_for(predicate, timeout, what)` polls with a deadline, never a bare sleep.
 - `worker_is_available`: whether `python -m workers` exists (for tests that need the real worker).
 
@@ -40,12 +48,14 @@ import contextlib
 import importlib
 import json
 import os
+import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +67,8 @@ from kubernetes import config as kconfig
 from prometheus_client.mmap_dict import MmapedDict
 
 from app.core import quota as core_quota
+from app.core.codec import decode_pod_single_device
+from app.core.decision import ASSIGNED_NODE
 from app.core.inventory import NodeUnregistered, decode_node
 from app.core.nodelock import BIND_PHASE, LOCK_ANNOTATION, PHASE_SUCCESS
 from app.devices import build_vendors
@@ -64,8 +76,9 @@ from app.devices.nvidia import keys
 from app.k8s import objects
 from app.k8s.client import Kube, connect
 from app.state import snapshot
-from app.state.ledger import Ledger
+from app.state.ledger import Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
+from app.state.status import ReplicaStatus
 from sim.processes import ChildProcess, start_process
 from sim.testing import EmulatorHandle, EmulatorOptions, run_emulator
 
@@ -138,6 +151,32 @@ class ManagedProcess:
 
     def stop(self, timeout: float = 15.0) -> None:
         self.child.stop(timeout)
+
+    def terminate(self) -> None:
+        """SIGTERM by PID, without waiting (`stop` waits and escalates)."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+
+    def kill(self) -> list[int]:
+        """SIGKILL the process and its direct children (a Gunicorn master's workers) by PID, as a crashed
+        container ends: no signal handler, no shutdown hook. Reaped; returns the PIDs killed."""
+        pids = [self.pid, *_children(self.pid)]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.child.stop(5.0)  # already dead: only reaps (and SIGKILLs its process group's stragglers)
+        wait_for(lambda: all(map(pid_gone, pids)), 5.0, f"{self.name}'s processes {pids} to end")
+        return pids
+
+
+def pid_gone(pid: int) -> bool:
+    """The process `pid` no longer runs (gone, or a zombie waiting for its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
 
 
 # --- the API emulator -------------------------------------------------------------------------------------
@@ -355,6 +394,41 @@ class Cluster:
         self.release_lock(node, namespace, name)
         return namespace, name
 
+    def pods(self) -> list[dict[str, Any]]:
+        """A fresh list of every pod (all namespaces) as JSON."""
+        response: Any = self.core.list_pod_for_all_namespaces(_preload_content=False)
+        return list(orjson.loads(response.data)["items"])
+
+    def device_usage(self) -> dict[str, dict[str, int]]:
+        """GPU UUID -> {"slots", "memory", "cores"} held according to the pods' own annotations alone
+        (`hami.io/vgpu-node` + `hami.io/vgpu-devices-allocated`, not Succeeded/Failed): the API's truth,
+        computed without the scheduler's code, to check a replica's usage and oversubscription against."""
+        usage: dict[str, dict[str, int]] = {}
+        for pod in self.pods():
+            annotations = pod["metadata"].get("annotations") or {}
+            allocated = annotations.get(keys.ALLOCATED)
+            if not annotations.get(ASSIGNED_NODE) or not allocated:
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for container in decode_pod_single_device(allocated):
+                for device in container:
+                    used = usage.setdefault(device.uuid, {"slots": 0, "memory": 0, "cores": 0})
+                    used["slots"] += 1
+                    used["memory"] += device.usedmem
+                    used["cores"] += device.usedcores
+        return usage
+
+    def rebuild_ledger(
+        self, scheduler_name: str = "hami-scheduler", inflight_ttl: float = 60.0
+    ) -> list[Entry]:
+        """What a ledger rebuilt from a fresh pod list holds (`workers.reconcile.rebuild`, the worker's
+        own rule), to compare a replica's live ledger with (`workers.reconcile.compare` / `same`)."""
+        from workers.reconcile import Rules, rebuild
+
+        rules = Rules(scheduler_name, build_vendors(None), inflight_ttl)
+        return list(rebuild(self.pods(), rules, time.time()).entries)
+
     def release_lock(self, node: str, namespace: str, name: str) -> bool:
         """HAMi's ReleaseNodeLock: delete the lock only if it names this pod, as a CAS on the node's
         resourceVersion, re-read and retried when the node changed meanwhile (409)."""
@@ -394,6 +468,95 @@ def worker_is_available() -> bool:
 def wait_for_fixture() -> Callable[..., Any]:
     """`wait_for(predicate, timeout=15.0, what="...")`: poll until truthy, fail at the deadline."""
     return wait_for
+
+
+# --- kube-scheduler's Lease (follow mode) -----------------------------------------------------------------
+
+
+def micro_time(moment: float) -> str:
+    """A Lease MicroTime as the API server writes it."""
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class SchedulerLease:
+    """Plays the co-located kube-scheduler's part of the Lease that follow mode watches (through the real
+    client, its own connection): `write(holder, renewed)` writes it once; `hold(holder)` writes it with
+    renewTime now and keeps renewing every `period` from a thread, as a leading kube-scheduler does
+    (holders look like `<pod>_<uuid>`); `stop()` stops the renewals and returns the last renewTime."""
+
+    def __init__(
+        self, kubeconfig: Path, name: str = "kube-scheduler", duration: int = 4, period: float = 1.0
+    ) -> None:
+        self.name, self.namespace, self.duration, self.period = name, "default", duration, period
+        self._api: Any = kconfig.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        self._leases = kclient.CoordinationV1Api(self._api)
+        self._lock = threading.Lock()
+        self._holder = ""
+        self._renewed = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[str] = []
+
+    def write(self, holder: str, renewed: float) -> None:
+        spec = {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": self.duration,
+            "acquireTime": micro_time(renewed),
+            "renewTime": micro_time(renewed),
+        }
+        body: Any = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
+        try:
+            self._leases.patch_namespaced_lease(self.name, self.namespace, body, _content_type=MERGE_PATCH)
+        except kclient.ApiException as exc:
+            if exc.status != 404:
+                raise
+            self._leases.create_namespaced_lease(self.namespace, body)
+
+    def hold(self, holder: str) -> None:
+        self.stop()
+        with self._lock:
+            self._holder = holder
+        self._renew()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="kube-scheduler-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        with self._lock:
+            now = time.time()
+            self.write(self._holder, now)
+            self._renewed = now
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                self._renew()
+            except Exception as exc:  # the test checks `errors` at the end
+                self.errors.append(repr(exc))
+
+    def stop(self) -> float:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        with self._lock:
+            return self._renewed
+
+    def close(self) -> None:
+        self.stop()
+        self._api.close()
+
+
+@pytest.fixture
+def scheduler_lease(emulator: EmulatorProcess) -> Iterator[SchedulerLease]:
+    """A `SchedulerLease` ("kube-scheduler" in default, 4 s, renewed every 1 s); renewals stop at the end
+    and must not have failed."""
+    lease = SchedulerLease(emulator.kubeconfig)
+    try:
+        yield lease
+    finally:
+        lease.close()
+    assert lease.errors == [], lease.errors
 
 
 # --- the registration worker's part ----------------------------------------------------------------------
@@ -534,6 +697,7 @@ class Service:
     _ledger: Ledger | None = None
     _closed: bool = False
     worker: ManagedProcess | None = None  # the real registration worker, when started instead
+    worker_env: dict[str, str] | None = None  # its environment (`start_worker` restarts it with it)
     http: urllib3.PoolManager = field(
         default_factory=lambda: urllib3.PoolManager(maxsize=64, retries=False, timeout=urllib3.Timeout(30.0))
     )
@@ -578,6 +742,37 @@ class Service:
         assert reply.status == 200, reply
         return reply.body.decode()
 
+    def status(self) -> ReplicaStatus:
+        """The replica's status rows as the Gunicorn workers read them (`app.state.status`)."""
+        return ReplicaStatus.from_rows(self.ledger.status())
+
+    def start_worker(self) -> ManagedProcess:
+        """(Re)start the real registration worker with the environment it was first started with (a
+        container restart: same identity, state dir and log file)."""
+        assert self.worker_env is not None, "this service runs no registration worker"
+        assert self.worker is None or not self.worker.alive(), "the registration worker still runs"
+        log_path = self.state_dir.parent / "workers.log"
+        self.worker = ManagedProcess(
+            f"workers:{self.url.rsplit(':', 1)[1]}", [PYTHON, "-m", "workers"], self.worker_env, log_path
+        )
+        return self.worker
+
+    def terminate(self) -> None:
+        """SIGTERM Gunicorn and the registration worker by PID without waiting (`close` waits), so that
+        several services shut down in parallel."""
+        for process in (self.process, self.worker):
+            if process is not None:
+                process.terminate()
+
+    def kill(self, *, worker_only: bool = False) -> list[int]:
+        """SIGKILL the replica by PID, as a node failure ends a pod: the registration worker, and unless
+        `worker_only` the Gunicorn master and its workers. Returns once they are gone, with their PIDs."""
+        pids = self.worker.kill() if self.worker is not None else []
+        if not worker_only:
+            self.http.clear()
+            pids += self.process.kill()
+        return pids
+
     @property
     def ledger(self) -> Ledger:
         """The shared reservation ledger (`$HAMI_STATE_DIR/ledger.db`), opened from the test process."""
@@ -615,6 +810,7 @@ class Service:
         self._closed = True
         try:
             self.http.clear()
+            self.terminate()  # both shut down at once; each is then waited for (and killed if need be)
             self.process.stop()
         finally:
             if self.worker is not None:
@@ -643,6 +839,7 @@ def start_service(
         threads: int = 4,
         env: Mapping[str, str] | None = None,
         registrar: str | None = "auto",
+        wait_ready: bool = True,
     ) -> Service:
         workdir = tmp_path_factory.mktemp("service")
         state_dir, metrics_dir = workdir / "state", workdir / "metrics"
@@ -677,30 +874,34 @@ def start_service(
         if registrar == "auto":
             registrar = "worker" if worker_available() else "standin"
         if registrar == "worker":
-            worker_env = {
+            service.worker_env = {
                 **service_env,
                 "HAMI_REGISTRATION_INTERVAL": "1s",
+                "HAMI_STATE_METRICS_INTERVAL": "1s",  # HAMi's gauges on /metrics lag by at most this
                 "HAMI_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}",
             }
-            service.worker = ManagedProcess(
-                f"workers:{port}", [PYTHON, "-m", "workers"], worker_env, workdir / "workers.log"
-            )
-            service.wait_ready(60.0)
+            service.start_worker()
+            if wait_ready:
+                service.wait_ready(60.0)
         elif registrar == "standin":
             service.registrar = RegistrarStandin(emulator.kubeconfig, state_dir)
-            service.wait_ready()
+            if wait_ready:
+                service.wait_ready()
         return service
 
     try:
         yield start
     finally:
         failed = getattr(request.node, "_integration_failed", False)
+        for service in started:
+            if failed:
+                for process in (service.process, service.worker):
+                    if process is not None:
+                        sys.stderr.write(f"\n--- {process.name} log tail ---\n{process.tail(60)}\n")
+            if not service._closed:
+                service.terminate()  # all shut down in parallel; each is then waited for by close()
         with contextlib.ExitStack() as stack:  # every service is closed even if one close fails
             for service in started:
-                if failed:
-                    for process in (service.process, service.worker):
-                        if process is not None:
-                            sys.stderr.write(f"\n--- {process.name} log tail ---\n{process.tail(60)}\n")
                 stack.callback(service.close)
         if failed:
             sys.stderr.write(f"\n--- emulator log tail ---\n{emulator.tail(30)}\n")

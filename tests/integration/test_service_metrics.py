@@ -4,8 +4,9 @@ Traffic of known size is sent over fresh connections until at least two worker p
 /filter (checked in the multiprocess files themselves). Then every scrape — whichever worker answers it —
 must report: request counters whose totals equal what was sent; the phase histograms of /filter and /bind
 and the /webhook histogram with one observation per decided request; HAMi's allocation gauges (device
-limits, allocated memory, shared count, per-pod vGPU memory, `zone="vGPU"`) computed from the shared
-ledger, so they agree with the pods that were placed.
+limits, allocated memory, shared count, per-pod vGPU memory, `zone="vGPU"`) rendered from the shared
+ledger by the registration worker (at most one render interval behind), so they agree with the pods that
+were placed.
 """
 
 from __future__ import annotations
@@ -138,9 +139,15 @@ def test_counters_and_histograms_sum_over_workers(traffic: Any) -> None:
         assert total(samples, "hami_scheduler_webhook_duration_seconds_count") == sent["webhook_observed"]
 
 
-def test_hami_gauges_describe_the_placed_pods(traffic: Any) -> None:
+def test_hami_gauges_describe_the_placed_pods(traffic: Any, wait_for: Any) -> None:
     service, _, placed = traffic
-    samples = scrape(service)
+
+    def rendered() -> dict[str, Any] | None:
+        # The registration worker renders these gauges every HAMI_STATE_METRICS_INTERVAL (1 s here).
+        samples = scrape(service)
+        return samples if total(samples, "hami_vgpu_memory_allocated_bytes") == PLACED * 1000 * MIB else None
+
+    samples = wait_for(rendered, 15, "HAMi's gauges to show the placed pods")
     devices = {f"GPU-{NODE}-0", f"GPU-{NODE}-1"}
     limits = samples["hami_gpu_memory_limit_bytes"]
     assert {dict(k)["device_uuid"] for k in limits} == devices

@@ -225,7 +225,17 @@ def test_follow_mode_tracks_kube_schedulers_lease(
         "HAMI_LEADER_ELECT_RESOURCE_NAME": "kube-scheduler-lease",
     }
     worker = start_worker("sched-c", env)
-    wait_for(lambda: worker.status().synced, 30.0, "leader and synced")
+
+    def renewed_and_synced() -> bool:  # kube-scheduler renews while the worker starts (slow under load)
+        coordination.patch_namespaced_lease(
+            "kube-scheduler-lease",
+            "default",
+            {"spec": lease(holder, time.time())["spec"]},
+            _content_type="application/merge-patch+json",
+        )
+        return worker.status().synced
+
+    wait_for(renewed_and_synced, 30.0, "leader and synced", step=0.5)
     assert worker.status().leader_identity == holder
 
     for _ in range(3):  # kube-scheduler renews

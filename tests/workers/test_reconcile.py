@@ -160,6 +160,7 @@ def test_sweep_rules(row: Entry, pod: dict[str, Any] | None, stale: bool) -> Non
 def test_sweep_counts_rows_by_state(ledger: Ledger) -> None:
     ledger.upsert([_row("a", BOUND, 0), _row("b", ASSUMED, 0), _row("gone", BOUND, 3600)])
     pods = {"a": SHAPE(gpu_pod("a", alloc=ALLOC)), "b": SHAPE(gpu_pod("b", node=None))}
+    assert sorted(ledger.row_states()) == sorted((e.uid, e.state, e.updated_at) for e in ledger.all_entries())
     counts = Reconciler(ledger, RULES, lambda: NOW).sweep(pods.get)
     assert counts == {ASSUMED: 1, CONFIRMED: 0, BOUND: 1}
     assert [e.uid for e in ledger.all_entries()] == ["a", "b"]

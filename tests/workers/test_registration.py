@@ -219,6 +219,29 @@ def test_unchanged_pass_writes_nothing_and_reuses_decoded_devices(
     assert registrar.last is first.published
 
 
+def test_a_handshake_change_reuses_the_decoded_devices(
+    registrar: Registrar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """decode_node never reads the handshake: a new stamp or device-plugin report must not re-decode."""
+    from workers import registration
+
+    decoded: list[str] = []
+    real = registration.decode_node
+
+    def counting(node: Any, vendors: Any) -> NodeDevices:
+        decoded.append(node["metadata"]["name"])
+        return real(node, vendors)
+
+    monkeypatch.setattr(registration, "decode_node", counting)
+    first = registrar.run(nodes(stamped(gpu_node("g"), 30)), [], NOW)
+    second = registrar.run(nodes(stamped(gpu_node("g"), 0)), [], NOW + timedelta(seconds=1))
+    assert decoded == ["g"]
+    assert first.published is not None and second.published is None
+    changed = stamped(gpu_node("g", register_value=register("other")), 0)
+    third = registrar.run(nodes(changed), [], NOW + timedelta(seconds=2))
+    assert decoded == ["g", "g"] and third.published is not None
+
+
 def test_allocatable_drop_excludes_then_readmits(registrar: Registrar) -> None:
     """NVIDIA bookkeeping across passes: 4 -> 0 is unhealthy at once even with a fresh stamp."""
     node = stamped(gpu_node("g", allocatable=4), 10)

@@ -1,4 +1,5 @@
-"""The NVIDIA vendor: HAMi's `NvidiaGPUDevices`, as a frozen, stateless implementation of `Vendor`."""
+"""The NVIDIA vendor: HAMi's `NvidiaGPUDevices`, as a frozen, stateless implementation of `Vendor` (and of
+`BatchFit`, the array form of its Fit checks that the service's fast path uses)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 from app.core import codec
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import FitContext, FitOutcome, ResourceNames
-from app.devices.nvidia import admission, fit, keys, requests
+from app.devices.batch import Classified, DeviceColumns
+from app.devices.nvidia import admission, batch, fit, keys, requests
 from app.devices.nvidia.config import NvidiaConfig
 
 
@@ -74,6 +76,16 @@ class Nvidia:
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         return fit.fit(devices, request, ctx)
+
+    @property
+    def reasons(self) -> Sequence[str]:
+        return batch.REASONS
+
+    def classify(
+        self, columns: DeviceColumns, request: DeviceRequest, annotations: Mapping[str, str], policy: str
+    ) -> Classified:
+        """`fit`'s per-device checks for every device at once (the service's fast path, `BatchFit`)."""
+        return batch.classify(columns, request, annotations, policy)
 
     def add_usage(self, device: DeviceUsage, chosen: ContainerDevice) -> ContainerDevice:
         device.used += 1

@@ -347,6 +347,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   value: {{ .Values.logLevel | quote }}
 - name: HAMI_EVENTS
   value: {{ .Values.events | toString | quote }}
+- name: HAMI_STATE_METRICS_INTERVAL
+  value: {{ .Values.stateMetricsInterval | quote }}
 {{- end -}}
 
 {{- define "hami-scheduler.nodeLabelSelector" -}}

@@ -1,0 +1,89 @@
+"""NVIDIA `Fit`'s per-device checks over every device of the cluster at once (numpy).
+
+`fit.fit` visits devices one by one and counts, for each, the first check it fails; a device that fails
+none is chosen. Apart from the NUMA-binding runs and the namespace quota (both depend on the devices chosen
+so far), each check reads only the device and the request, so the first failing check of every device can
+be computed with array operations in the same order: that is this module. Keep it in step with `fit.py`:
+the order of the `_fail` calls below is the order of the checks there, and
+tests/devices/test_nvidia_batch.py compares both on random devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from app.core import reasons as r
+from app.core.model import PERCENT_UNSET, DeviceRequest
+from app.core.policy import MUTEX, policy_contains
+from app.devices.batch import Bools, Classified, Codes, DeviceColumns, Ints
+from app.devices.nvidia import keys
+from app.devices.nvidia.fit import mode_allowed, type_allowed, uuid_allowed
+
+REASONS: tuple[str, ...] = (
+    "",
+    r.CARD_NOT_HEALTH,
+    r.CARD_CORDONED,
+    r.CARD_TYPE_MISMATCH,
+    r.CARD_UUID_MISMATCH,
+    r.CARD_TIME_SLICING_EXHAUSTED,
+    r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,
+    r.CARD_INSUFFICIENT_MEMORY,
+    r.CARD_INSUFFICIENT_CORE,
+    r.CARD_COMPUTE_UNITS_EXHAUSTED,
+    r.CARD_MIG_TOPOLOGY_INFEASIBLE,
+)
+_CODE = {key: code for code, key in enumerate(REASONS) if key}
+
+
+def _fail(codes: Codes, failed: Bools, key: str) -> None:
+    """Devices that passed every earlier check and fail this one get its code."""
+    np.copyto(codes, _CODE[key], where=failed & (codes == 0))
+
+
+def memory_request(columns: DeviceColumns, request: DeviceRequest) -> Ints:
+    """HAMi's `memreq` per device: the absolute request, else the percentage of the card (int32, Go `/`)."""
+    if request.mem_percentage == PERCENT_UNSET or request.memreq != 0:
+        return np.full(columns.totalmem.shape, max(request.memreq, 0), np.int64)
+    product = columns.totalmem * request.mem_percentage
+    wrapped = (product + 2**31) % 2**32 - 2**31  # i32(totalmem * pct)
+    return np.where(wrapped >= 0, wrapped // 100, -(-wrapped // 100))  # Go division truncates toward 0
+
+
+def _uuid_ok(columns: DeviceColumns, annotations: Mapping[str, str]) -> Bools:
+    ids = columns.device_ids()
+    flat = ids.reshape(-1).tolist()
+    return np.fromiter((uuid_allowed(annotations, i) for i in flat), bool, len(flat)).reshape(ids.shape)
+
+
+def classify(
+    columns: DeviceColumns, request: DeviceRequest, annotations: Mapping[str, str], policy: str
+) -> Classified:
+    codes = np.zeros(columns.present.shape, np.int8)
+    _fail(codes, ~columns.health, r.CARD_NOT_HEALTH)
+    _fail(codes, columns.cordoned, r.CARD_CORDONED)
+    if request.type != keys.VENDOR:
+        _fail(codes, columns.present, r.CARD_TYPE_MISMATCH)
+    else:
+        type_ok = np.array([type_allowed(annotations, t) for t in columns.types], bool)
+        mode_ok = np.array([mode_allowed(annotations, m) for m in columns.modes], bool)
+        _fail(codes, ~(type_ok[columns.type_code] & mode_ok[columns.mode_code]), r.CARD_TYPE_MISMATCH)
+    if annotations.get(keys.USE_UUID) or annotations.get(keys.NOUSE_UUID):
+        _fail(codes, ~_uuid_ok(columns, annotations), r.CARD_UUID_MISMATCH)
+    _fail(codes, columns.count <= columns.used, r.CARD_TIME_SLICING_EXHAUSTED)
+    if policy_contains(policy, MUTEX):
+        _fail(codes, columns.used > 0, r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT)
+    cores = min(request.coresreq, 100)
+    memreq = memory_request(columns, request)
+    _fail(codes, columns.totalmem - columns.usedmem < memreq, r.CARD_INSUFFICIENT_MEMORY)
+    _fail(codes, columns.totalcore - columns.usedcores < cores, r.CARD_INSUFFICIENT_CORE)
+    if cores == 100:
+        _fail(codes, (columns.totalcore == 100) & (columns.used > 0), r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT)
+    if cores == 0:
+        exhausted = (columns.totalcore != 0) & (columns.usedcores == columns.totalcore)
+        _fail(codes, exhausted, r.CARD_COMPUTE_UNITS_EXHAUSTED)
+    if keys.MIG_MODE in columns.modes:
+        mig = np.array([m == keys.MIG_MODE for m in columns.modes], bool)[columns.mode_code]
+        _fail(codes, mig, r.CARD_MIG_TOPOLOGY_INFEASIBLE)
+    return Classified(codes, memreq)

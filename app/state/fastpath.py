@@ -1,0 +1,285 @@
+"""The service's filter decision: exactly what `app.core.decision.decide` returns, without evaluating every
+candidate fully.
+
+`decide` evaluates all candidates, sorts the fitting ones stably by node score under the node policy and
+takes the last. Equivalently, visit candidates in "winner order" — node score descending under binpack
+(ascending under spread), ties broken by the later position in NodeNames — and the first one that fits is
+the winner; its verdict comes from the same `evaluate_node` on the same usage, so node, devices and
+annotations are identical. What makes that cheap:
+
+- The node score uses only the pre-pod usage (§4.5), so it is cached per node (`NodeTable`) and
+  recomputed only for nodes whose usage or snapshot record changed.
+- Winner order comes from numpy over a per-request score array, in chunks: the best 64 candidates by
+  partition (`best`), then the next 256, 1,024, ... only while none fits (`ranked_chunks`). The
+  NodeNames -> row mapping is reused while kube-scheduler keeps sending the same list.
+- Before evaluating a node fully, the screening (`Screen`, vectorised over the candidates) rejects nodes
+  that cannot fit, with a test that never rejects a node `evaluate_node` would accept
+  (`app.core.prefilter`); in a busy cluster it is what skips the full nodes that binpack ranks first.
+- When nothing fits, `FailedNodes` must hold every candidate's reason: the screening states most of them
+  exactly (vectorised over all nodes); the rest are evaluated, and every evaluated failure is memoised by
+  (pod signature, node state stamp) because batch pods share shapes and kube-scheduler retries them.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from cachetools import LRUCache
+
+from app.core.decision import unregistered_reason
+from app.core.fit import NodeVerdict, PodContext, evaluate_node
+from app.core.model import DeviceUse, NodeUse
+from app.core.policy import node_score_sign
+from app.core.vendor import Vendor
+from app.devices.batch import Bools, Ints
+from app.state.columns import NodeTable, with_row_usage
+from app.state.screen import Screen
+from app.state.snapshot import Snapshot
+from app.state.usage import UsageView
+
+Floats = npt.NDArray[np.float64]
+MEMO_SIGNATURES = 16  # pod shapes whose per-node failure reasons are remembered
+FIRST_SCREEN = 64  # best-ranked nodes screened before the rest
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    winner: NodeVerdict | None
+    failed: Mapping[str, str]  # every candidate's reason when nothing fits; empty when there is a winner
+    ranked_ahead: int = 0  # candidates ranked ahead of the winner (none of them fits)
+    use: NodeUse = field(default_factory=dict)  # the winner's usage the decision saw
+
+
+def signature(ctx: PodContext, vendors: Sequence[Vendor]) -> Hashable:
+    """Everything `evaluate_node` reads from the pod: equal signatures, equal verdicts on a node."""
+    return (
+        tuple(tuple(sorted(container.items())) for container in ctx.requests.containers),
+        ctx.requests.init_count,
+        tuple(sorted(ctx.annotations.items())),
+        ctx.gpu_policy,
+        ctx.numa_bind,
+        ctx.weights,
+        ctx.namespace,
+        tuple(sorted(ctx.quota.get(ctx.namespace, {}).items())),
+        tuple(vendors),
+    )
+
+
+def without_own(use: NodeUse, own: Mapping[str, DeviceUse]) -> dict[str, DeviceUse]:
+    """A node's usage minus this pod's previous reservation (HAMi releases it before deciding again)."""
+    result = dict(use)
+    for device, taken in own.items():
+        current = result.get(device)
+        if current is not None:
+            result[device] = DeviceUse(
+                current.slots - taken.slots, current.mem - taken.mem, current.cores - taken.cores
+            )
+    return result
+
+
+class FastPath:
+    """One per worker process; `choose` is safe to call from several threads (one decision at a time)."""
+
+    def __init__(self, first_screen: int = FIRST_SCREEN) -> None:
+        self.first_screen = first_screen
+        self._lock = threading.Lock()
+        self._table = NodeTable()
+        self._memo: LRUCache[Hashable, dict[int, str]] = LRUCache(MEMO_SIGNATURES)
+        self._names: list[str] = []
+        self._rows: Ints = np.zeros(0, np.int64)
+        self._rows_for: Snapshot | None = None
+
+    def choose(
+        self,
+        ctx: PodContext,
+        candidates: Sequence[str],
+        snapshot: Snapshot,
+        usage: UsageView,
+        vendors: Sequence[Vendor],
+        exclude_uid: str = "",
+    ) -> Choice:
+        """The winner among `candidates` (NodeNames order), or every candidate's failure reason.
+
+        `exclude_uid`'s own reservation does not count against it (a re-filtered pod).
+        """
+        with usage.frozen(), self._lock:
+            table = self._table
+            table.sync(snapshot, usage)
+            own = usage.entries.get(exclude_uid) if exclude_uid else None
+            return _Decision(
+                self,
+                ctx,
+                candidates,
+                snapshot,
+                usage,
+                vendors,
+                own.node if own else "",
+                own.uses if own else {},
+            ).run()
+
+    def warm(self, snapshot: Snapshot, usage: UsageView) -> None:
+        """Build the per-node state now rather than in the first decision."""
+        with usage.frozen(), self._lock:
+            self._table.sync(snapshot, usage)
+
+    def rows(self, candidates: Sequence[str]) -> Ints:
+        """Table row per candidate (-1: not in the snapshot); reused while the list stays the same."""
+        table = self._table
+        if self._rows_for is not table.snapshot or candidates != self._names:
+            index = table.index
+            self._rows = np.fromiter((index.get(n, -1) for n in candidates), np.int64, len(candidates))
+            self._names, self._rows_for = list(candidates), table.snapshot
+        return self._rows
+
+    def memo(self, key: Hashable) -> dict[int, str]:
+        """Failure reasons by node state stamp for one pod signature (stale stamps are dropped wholesale
+        once there are more entries than nodes, so memory stays bounded by signatures x nodes)."""
+        found = self._memo.get(key)
+        if found is None or len(found) > len(self._table.names):
+            found = self._memo[key] = {}
+        return found
+
+    @property
+    def table(self) -> NodeTable:
+        return self._table
+
+
+def winner_order(keys: Floats, positions: Ints) -> Ints:
+    """Indices sorting by key descending, then position descending: the order in which `decide`'s stable
+    sort, read from its end, would name the winner."""
+    return np.lexsort((positions, keys))[::-1]
+
+
+def best(keys: Floats, positions: Ints, k: int) -> Ints:
+    """The first `k` indices in winner order, without sorting everything (`positions` is increasing)."""
+    if k >= len(keys):
+        return winner_order(keys, positions)
+    top = np.argpartition(keys, len(keys) - k)[len(keys) - k :]  # the k largest keys, ties cut arbitrarily
+    threshold = keys[top].min()
+    above = np.flatnonzero(keys > threshold)
+    ties = np.flatnonzero(keys == threshold)  # among equal keys the later positions come first
+    chosen = np.concatenate([above, ties[len(ties) - (k - len(above)) :]])
+    return chosen[winner_order(keys[chosen], positions[chosen])]
+
+
+def ranked_chunks(keys: Floats, positions: Ints, first: int) -> Iterator[Ints]:
+    """Every index in winner order, in chunks of `first`, then four times more each time: the winner is
+    usually near the top (the fullest nodes under binpack may not fit), and nothing is sorted or screened
+    beyond the chunk where it is found."""
+    remaining = np.arange(len(keys))
+    size = first
+    while len(remaining):
+        chunk = remaining[best(keys[remaining], positions[remaining], size)]
+        yield chunk
+        keep = np.zeros(len(keys), bool)
+        keep[remaining] = True
+        keep[chunk] = False
+        remaining = np.flatnonzero(keep)
+        size *= 4
+
+
+class _Decision:
+    """One call of `FastPath.choose` (under its lock)."""
+
+    def __init__(
+        self,
+        fast: FastPath,
+        ctx: PodContext,
+        candidates: Sequence[str],
+        snapshot: Snapshot,
+        usage: UsageView,
+        vendors: Sequence[Vendor],
+        own_node: str,
+        own_uses: Mapping[str, DeviceUse],
+    ) -> None:
+        self.ctx, self.candidates, self.snapshot, self.usage = ctx, candidates, snapshot, usage
+        self.first_screen = fast.first_screen
+        self.table = table = fast.table
+        self.by_key = {v.key: v for v in vendors}
+        self.rows = fast.rows(candidates)
+        self.memo = fast.memo(signature(ctx, vendors))
+        columns, self.score = table.columns, table.score
+        assert columns is not None
+        self.own_row = table.index.get(own_node, -1) if own_node else -1
+        self.own_use: NodeUse = {}
+        if self.own_row >= 0:
+            self.own_use = without_own(usage.nodes.get(own_node, {}), own_uses)
+            columns, own_score = with_row_usage(table, self.own_row, self.own_use)
+            self.score = self.score.copy()
+            self.score[self.own_row] = own_score
+        self.columns = columns
+        self._full: Screen | None = None
+
+    def _use(self, row: int) -> NodeUse:
+        if row == self.own_row:
+            return self.own_use
+        return self.usage.nodes.get(self.table.names[row], {})
+
+    def _evaluate(self, row: int) -> NodeVerdict | str:
+        """The full verdict, or the remembered failure reason of this node state."""
+        stamp = -1 if row == self.own_row else int(self.table.stamp[row])
+        reason = self.memo.get(stamp)
+        if reason is not None:
+            return reason
+        verdict = evaluate_node(self.table.nodes[row], self._use(row), self.ctx, self.by_key)
+        if verdict.fits or stamp < 0:
+            return verdict if verdict.fits else verdict.reason
+        self.memo[stamp] = reason = sys.intern(verdict.reason)  # nodes share a handful of texts
+        return reason
+
+    def run(self) -> Choice:
+        positions = np.flatnonzero(self.rows >= 0)
+        rows = self.rows[positions]
+        keys = self.score[rows] * node_score_sign(self.ctx.node_policy)
+        offset = 0
+        for chunk in ranked_chunks(keys, positions, self.first_screen):
+            chunk_rows = rows[chunk]
+            if len(chunk) * 4 < len(self.table.names):
+                may_fit = self._screen(chunk_rows).may_fit
+            else:
+                may_fit = self._full_screen().may_fit[chunk_rows]
+            found = self._first_fit(chunk_rows, may_fit, offset)
+            if found is not None:
+                return found
+            offset += len(chunk)
+        return Choice(None, self._failed())
+
+    def _screen(self, rows: Ints) -> Screen:
+        return Screen(self.columns.take(rows), self.ctx, self.by_key, self.table.max_devices)
+
+    def _full_screen(self) -> Screen:
+        if self._full is None:
+            self._full = Screen(self.columns, self.ctx, self.by_key, self.table.max_devices)
+        return self._full
+
+    def _first_fit(self, ranked: Ints, may_fit: Bools, offset: int) -> Choice | None:
+        """The first of `ranked` (table rows in winner order) that passed screening and fits, if any."""
+        for index in np.flatnonzero(may_fit).tolist():
+            row = int(ranked[index])
+            outcome = self._evaluate(row)
+            if isinstance(outcome, NodeVerdict):
+                return Choice(outcome, {}, offset + index, self._use(row))
+        return None
+
+    def _failed(self) -> dict[str, str]:
+        """Every candidate's reason, in NodeNames order, as `decide` reports them."""
+        texts, known = self._full_screen().reasons()
+        valid = self.rows >= 0
+        reasons = np.full(len(self.rows), None, object)
+        reasons[valid] = texts[self.rows[valid]]
+        missing = ~valid
+        missing[valid] = ~known[self.rows[valid]]
+        for index in np.flatnonzero(missing).tolist():
+            row = int(self.rows[index])
+            if row < 0:
+                reasons[index] = unregistered_reason(self.snapshot.broken.get(self.candidates[index]))
+                continue
+            outcome = self._evaluate(row)
+            assert not isinstance(outcome, NodeVerdict), "a node fits although no winner was found"
+            reasons[index] = outcome
+        return dict(zip(self.candidates, reasons.tolist(), strict=True))

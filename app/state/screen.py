@@ -1,0 +1,153 @@
+"""Screening every node for one pod at once, on the node as it is before the pod (`app.core.prefilter`).
+
+For each request step of the pod, the vendor's batch classification (`BatchFit`) says which devices of
+every node pass its Fit checks; a node whose devices cannot serve some step cannot fit (`may_fit`). When
+the steps up to a node's first failing one are all exact (pre-pod steps, no NUMA binding, a quota that
+cannot bite), the node's failure reason is known without evaluating it, in HAMi's text (`reasons`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import cast
+
+import numpy as np
+
+from app.core import reasons
+from app.core.fit import PodContext
+from app.core.prefilter import Step, failure_reason, quota_is_slack, steps
+from app.core.vendor import Vendor
+from app.devices.batch import BatchFit, Bools, Codes, DeviceColumns, Ints, Objects
+
+
+@lru_cache(maxsize=16)
+def _batch_fit(vendor: Hashable) -> BatchFit | None:
+    """The vendor as a BatchFit, if it is one (a runtime Protocol check is slow; vendors are few)."""
+    return vendor if isinstance(vendor, BatchFit) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Classified:
+    """One step over every node: which cells are candidates, their codes, and the per-node outcome."""
+
+    step: Step
+    reasons: Sequence[str]
+    candidates: Bools
+    codes: Codes
+    total: Ints
+    passing: Ints
+    fits: Bools
+    min_memreq: int
+    max_memreq: int
+
+
+def _classify(columns: DeviceColumns, step: Step, vendor: BatchFit, ctx: PodContext) -> _Classified:
+    wanted = step.request.type.lower()
+    type_ok = np.array([wanted in t.lower() for t in columns.types], bool)
+    candidates = columns.present & type_ok[columns.type_code]
+    result = vendor.classify(columns, step.request, ctx.annotations, ctx.gpu_policy)
+    total = candidates.sum(axis=1)
+    passing = (candidates & (result.codes == 0)).sum(axis=1)
+    fits = (total >= step.request.nums) & (passing >= step.request.nums)
+    memreq = result.memreq[candidates]
+    return _Classified(
+        step,
+        vendor.reasons,
+        candidates,
+        result.codes,
+        total,
+        passing,
+        fits,
+        int(memreq.min(initial=0)),
+        int(memreq.max(initial=0)),
+    )
+
+
+def _distinct_rows(table: Ints) -> tuple[Ints, Ints]:
+    """np.unique(table, axis=0, return_inverse=True), fast: rows of small counts are packed into one
+    integer each when they fit in 63 bits (np.unique over rows is ten times slower than over integers)."""
+    radix = int(table.max(initial=0)) + 1
+    if radix ** table.shape[1] >= 2**63:
+        unique, inverse = np.unique(table, axis=0, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    packed = table @ (radix ** np.arange(table.shape[1], dtype=np.int64))
+    _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+    return table[first], inverse.reshape(-1)
+
+
+def _reason_texts(c: _Classified, rows: Ints) -> Objects:
+    """HAMi's reason text for each of `rows` (nodes where step `c` fails), from per-check counts."""
+    kinds = len(c.reasons)
+    local = np.repeat(np.arange(len(rows)), c.codes.shape[1]).reshape(len(rows), -1)
+    cells = c.candidates[rows]
+    counts = np.bincount(
+        (local[cells] * kinds + c.codes[rows][cells]).astype(np.int64), minlength=len(rows) * kinds
+    ).reshape(len(rows), kinds)
+    short = c.total[rows] < c.step.request.nums
+    table = np.column_stack([short, c.total[rows], c.passing[rows], counts[:, 1:]])
+    unique, inverse = _distinct_rows(table)
+    texts = np.empty(len(unique), object)
+    for i, (short_, total, passing, *per_code) in enumerate(unique.tolist()):
+        if short_:
+            texts[i] = reasons.NODE_INSUFFICIENT_DEVICE
+        else:
+            counted = {c.reasons[code]: n for code, n in enumerate(per_code, start=1) if n}
+            texts[i] = failure_reason(counted, passing, total)
+    return cast(Objects, texts[inverse])
+
+
+class Screen:
+    """The screening of all nodes for one pod; `may_fit` is always computed, `reasons` on demand."""
+
+    def __init__(
+        self, columns: DeviceColumns, ctx: PodContext, vendors: Mapping[str, Vendor], devices_per_node: int
+    ) -> None:
+        rows = columns.present.shape[0]
+        self._classified: list[_Classified | None] = []
+        for step in steps(ctx.requests):
+            batch = _batch_fit(cast(Hashable, vendors.get(step.request.type)))
+            self._classified.append(_classify(columns, step, batch, ctx) if batch is not None else None)
+        # Later steps see the pod's earlier allocations; pre-pod outcomes bound them only while no
+        # allocation can take negative memory (an int32 wrap of a percentage of a huge card).
+        monotone = all(c is not None and c.min_memreq >= 0 for c in self._classified)
+        exact = not ctx.numa_bind and all(
+            self._quota_is_slack(ctx, vendors, key, devices_per_node) for key in self._vendor_keys()
+        )
+        self._exact = [exact and c is not None and c.step.pristine for c in self._classified]
+        self.may_fit = np.ones(rows, bool)
+        for c in self._classified:
+            if c is not None and (c.step.pristine or monotone):
+                self.may_fit &= c.fits
+
+    def _vendor_keys(self) -> set[str]:
+        return {c.step.request.type for c in self._classified if c is not None}
+
+    def _quota_is_slack(
+        self, ctx: PodContext, vendors: Mapping[str, Vendor], key: str, devices_per_node: int
+    ) -> bool:
+        demands = [
+            (c.step.request, c.max_memreq) for c in self._classified if c and c.step.request.type == key
+        ]
+        vendor = vendors[key]
+        return quota_is_slack(ctx.quota, ctx.namespace, vendor, ctx.gpu_policy, demands, devices_per_node)
+
+    def reasons(self) -> tuple[Objects, Bools]:
+        """Per node: its exact failure reason, and whether screening alone could tell it (else None).
+
+        A node's reason is its first failing step's, provided every step up to that one is exact: only
+        then is it certain that `evaluate_node` gets there and fails there for the same reason.
+        """
+        texts = np.full(len(self.may_fit), None, object)
+        known = np.zeros(len(self.may_fit), bool)
+        undecided = np.ones(len(self.may_fit), bool)  # no earlier step fails on this node
+        for c, exact in zip(self._classified, self._exact, strict=True):
+            if c is None or not exact:
+                break
+            failing = np.flatnonzero(undecided & ~c.fits)
+            if len(failing):
+                texts[failing] = _reason_texts(c, failing)
+                known[failing] = True
+            undecided &= c.fits
+        return texts, known

@@ -1,0 +1,72 @@
+"""The pod and node calls of app/k8s/objects.py, which go straight to the client's connection pool, against
+the API emulator: the same requests and answers as the generated client methods, errors as ApiError."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.k8s import objects
+from app.k8s.client import Kube, connect
+from app.k8s.errors import ApiError
+from sim.testing import EmulatorHandle, node, pod, run_emulator
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
+    with run_emulator(tmp_path / "sim") as handle:
+        handle.seed([pod("p1"), node("n1", annotations={"a": "1"})])
+        yield handle
+
+
+@pytest.fixture
+def kube(sim: EmulatorHandle) -> Iterator[Kube]:
+    connected = connect(str(sim.kubeconfig))
+    yield connected
+    connected.close()
+
+
+def test_patch_read_and_bind_a_pod(sim: EmulatorHandle, kube: Kube) -> None:
+    uid = objects.get_pod(kube, "default", "p1")["metadata"]["uid"]
+    patched = objects.patch_pod_metadata(
+        kube, "default", "p1", {"hami.io/vgpu-node": "n1", "gone": None}, {"hami.io/vgpu-node": "n1"}, uid=uid
+    )
+    assert patched["metadata"]["annotations"]["hami.io/vgpu-node"] == "n1"
+    assert patched["metadata"]["labels"]["hami.io/vgpu-node"] == "n1"
+    request = sim.requests()[-1]
+    assert (request["method"], request["path"]) == ("PATCH", "/api/v1/namespaces/default/pods/p1")
+    objects.bind_pod(kube, "default", "p1", uid, "n1")
+    assert objects.get_pod(kube, "default", "p1")["spec"]["nodeName"] == "n1"
+
+
+def test_node_patch_with_a_stale_resource_version_is_a_conflict(kube: Kube) -> None:
+    current = objects.get_node(kube, "n1")
+    version = objects.resource_version(current)
+    objects.patch_node_annotations(kube, "n1", {"a": "2"}, resource_version=version)
+    with pytest.raises(ApiError) as raised:
+        objects.patch_node_annotations(kube, "n1", {"a": "3"}, resource_version=version)
+    assert raised.value.conflict and raised.value.reason == "Conflict"
+    assert objects.annotations_of(objects.get_node(kube, "n1"))["a"] == "2"
+
+
+def test_errors_carry_the_servers_status(kube: Kube) -> None:
+    with pytest.raises(ApiError) as raised:
+        objects.get_pod(kube, "default", "missing")
+    assert raised.value.not_found and raised.value.reason == "NotFound"
+    assert "missing" in raised.value.message
+    with pytest.raises(ApiError) as raised:
+        objects.bind_pod(kube, "default", "missing", "", "n1")
+    assert raised.value.status == 404
+
+
+def test_no_answer_is_status_zero(tmp_path: Path) -> None:
+    with run_emulator(tmp_path / "gone") as handle:
+        kube = connect(str(handle.kubeconfig))
+    try:
+        with pytest.raises(ApiError) as raised:
+            objects.get_pod(kube, "default", "p1")
+        assert raised.value.status == 0 and raised.value.reason == "ConnectionError"
+    finally:
+        kube.close()

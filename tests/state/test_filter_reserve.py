@@ -1,0 +1,113 @@
+"""The Filter use case's decide-and-assume step on the fast path (app/filtering.py `reserve`).
+
+Real ledger and snapshot files in a temporary state directory; no API server (reserve never calls it).
+Each placement is compared with what the reference `decide` says for the same state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from core_builders import VENDORS, ctr, gpu, node, pod
+
+from app import filtering
+from app.context import Context
+from app.core.decision import Policies, decide, pod_context
+from app.core.model import DeviceUse
+from app.state import snapshot
+from app.state.inventory import InventoryCache
+from app.state.ledger import ASSUMED, BOUND, Entry, Ledger
+from app.state.snapshot import NodeRecord, Snapshot
+from app.state.usage import UsageView
+from config.settings import Settings
+
+NODES = (
+    node("busy", gpu("busy-0", 0, mem=10000), gpu("busy-1", 1, mem=10000)),
+    node("idle", gpu("idle-0", 0, mem=10000), gpu("idle-1", 1, mem=10000)),
+)
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Context:
+    limits = {"capped": {"nvidia.com/gpumem": 5000}}
+    snapshot.write(tmp_path, Snapshot(1, {n.name: NodeRecord(n, 1) for n in NODES}, {}, limits))
+    ledger = Ledger(tmp_path)
+    ledger.upsert([Entry("other", "default", "o", "busy", BOUND, {"busy-0": DeviceUse(1, 4000, 0)})])
+    settings = Settings(state_dir=tmp_path, events_enabled=False, policies=Policies("spread", "binpack"))
+    none = cast(Any, None)  # reserve neither patches nor posts events
+    return Context(settings, none, ledger, InventoryCache(tmp_path), UsageView(), none)
+
+
+def _reserve(context: Context, the_pod: dict[str, Any]) -> tuple[filtering.Reserved | None, Any]:
+    current = context.refresh()
+    assert current is not None
+    probe = pod_context(the_pod, VENDORS, context.settings.policies, {})
+    outcome = filtering.FilterOutcome()
+    return filtering.reserve(context, the_pod, probe, ["idle", "busy", "gone"], current, outcome), outcome
+
+
+def _reference(context: Context, the_pod: dict[str, Any], uid: str) -> Any:
+    usage: dict[str, dict[str, DeviceUse]] = {}
+    for entry in context.ledger.all_entries():
+        if entry.uid != uid:
+            for device, use in entry.uses.items():
+                node_use = usage.setdefault(entry.node, {})
+                node_use[device] = node_use[device].plus(use) if device in node_use else use
+    ctx = pod_context(the_pod, VENDORS, context.settings.policies, {})
+    return decide(ctx, ["idle", "busy", "gone"], {n.name: n for n in NODES}, usage, VENDORS)
+
+
+def test_places_like_decide_and_assumes(context: Context) -> None:
+    the_pod = pod(ctr(gpu=1, mem=3000), uid="p1")
+    expected = _reference(context, the_pod, "p1").winner
+    reserved, _ = _reserve(context, the_pod)
+    assert reserved is not None and expected is not None
+    assert (
+        (reserved.node, reserved.devices) == (expected.node, expected.devices) == ("busy", expected.devices)
+    )
+    entry = context.ledger.get("p1")
+    assert entry is not None and entry.state == ASSUMED and entry.node == "busy"
+
+
+def test_a_refiltered_pod_does_not_compete_with_itself(context: Context) -> None:
+    the_pod = pod(ctr(gpu=2, mem=6000), uid="p2")
+    first, _ = _reserve(context, the_pod)
+    assert first is not None and first.node == "busy"  # busy-0 has 6000 MiB free: binpack prefers busy
+    expected = _reference(context, the_pod, "p2").winner
+    again, _ = _reserve(context, the_pod)  # its own reservation on busy must not count against it
+    assert again is not None and expected is not None and again.node == expected.node == "busy"
+
+
+def test_quota_is_rechecked_against_the_ledger(context: Context) -> None:
+    fits = pod(ctr(gpu=1, mem=3000), namespace="capped", uid="q1")
+    too_much = pod(ctr(gpu=1, mem=3000), namespace="capped", uid="q2")
+    assert _reserve(context, fits)[0] is not None
+    reserved, outcome = _reserve(context, too_much)
+    assert reserved is None
+    assert outcome.failed == {
+        "idle": "2/2 ResourceQuotaNotFit",
+        "busy": "2/2 ResourceQuotaNotFit",
+        "gone": "node unregistered",
+    }
+
+
+def test_capacity_taken_meanwhile_is_decided_again(context: Context, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another worker fills busy between this worker's decision and its assume: the assume's re-check
+    refuses, usage is refreshed, and the fast path (its caches invalidated) picks idle."""
+    assume = context.ledger.assume
+    taken = Entry("rival", "default", "r", "busy", BOUND, {"busy-0": DeviceUse(1, 6000, 0)})
+
+    def rival_first(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(context.ledger, "assume", assume)
+        context.ledger.upsert([taken])
+        return assume(*args, **kwargs)
+
+    monkeypatch.setattr(context.ledger, "assume", rival_first)
+    reserved, _ = _reserve(context, pod(ctr(gpu=1, mem=3000), uid="p3"))
+    assert reserved is not None and reserved.node == "busy"  # busy-1 is still free; binpack stays
+    monkeypatch.setattr(context.ledger, "assume", rival_first)
+    taken = Entry("rival2", "default", "r", "busy", BOUND, {"busy-1": DeviceUse(1, 9000, 0)})
+    reserved, _ = _reserve(context, pod(ctr(gpu=1, mem=3000), uid="p4"))
+    assert reserved is not None and reserved.node == "idle"
