@@ -1,0 +1,187 @@
+"""HAMi's allocation gauges (reference §8) as Prometheus text, rendered from the snapshot and the ledger.
+
+At 5,000 nodes × 8 GPUs and 20,000 running pods these are ~340,000 samples (~55 MB of text). Building them
+with prometheus_client objects at scrape time cost a Gunicorn worker 3–5 s of CPU and ~190 MB of peak RSS
+per scrape (docs/benchmarks.md, "Metrics at scale"). Instead the registration worker, which holds the
+snapshot and a view of the ledger anyway, renders them here as plain text (string building, about ten
+times cheaper than metric objects) into `$HAMI_STATE_DIR/hami-gauges.prom` at most once per
+HAMI_STATE_METRICS_INTERVAL (workers/statemetrics.py), and each Gunicorn worker's /metrics streams that
+file after its own metrics without parsing it (app/metrics.py). The gauges are therefore up to one interval
+stale; HAMi's are up to 15 s stale too (they come from the last registration pass, quirk #39).
+
+The file is published by write-temp-then-rename, so a reader never sees half of it. Its modification time
+says when the worker last confirmed it (a render, or a touch when nothing changed), so a reader can tell a
+file the worker stopped maintaining (`age`) and leaves it out once older than `max_age`.
+
+Names, labels (with HAMi's constant `zone="vGPU"`) and values are HAMi's: memory in bytes (MiB × 1048576),
+cores and shares raw, `container_index` always 0 (usage is collapsed per pod, quirk #39). Label values are
+escaped as the text format requires (backslash, double quote, newline); every family is written once,
+HELP and TYPE first, all its samples together.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import BinaryIO
+
+from app.core.model import DeviceInfo, DeviceUse
+from app.state.snapshot import Snapshot
+from app.state.usage import UsageView
+
+GAUGES_FILE = "hami-gauges.prom"
+MIB = 1024 * 1024
+ZONE = 'zone="vGPU"'
+_UNUSED = DeviceUse()
+
+# (name, help) in the order they are written.
+FAMILIES = (
+    ("hami_gpu_memory_limit_bytes", "GPU memory of a device"),
+    ("hami_gpu_core_limit_ratio", "GPU cores of a device"),
+    ("hami_gpu_memory_allocated_bytes", "GPU memory allocated on a device"),
+    ("hami_gpu_shared_count", "Tasks sharing a device"),
+    ("hami_gpu_core_allocated_ratio", "GPU cores allocated"),
+    ("hami_node_gpu_memory_allocated_ratio", "Allocated share of a device's memory"),
+    ("hami_node_gpu_overview", "GPU memory allocated on a device, with its limits"),
+    ("hami_vgpu_memory_allocated_bytes", "GPU memory of a pod"),
+    ("hami_vgpu_core_allocated_ratio", "GPU cores of a pod"),
+    ("hami_resource_quota_used", "Quota used"),
+    ("hami_resource_quota_limit", "Quota limit"),
+)
+NAMES = frozenset(name for name, _ in FAMILIES)
+
+
+def escape(value: str) -> str:
+    """A label value as the text format wants it: `\\`, `"` and newlines escaped."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _family(index: int, lines: list[str]) -> str:
+    name, text = FAMILIES[index]
+    return f"# HELP {name} {text}\n# TYPE {name} gauge\n" + "".join(lines)
+
+
+def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceUse]]) -> Iterator[str]:
+    """The seven per-device families, one string each."""
+    rows: list[tuple[str, str, DeviceInfo, DeviceUse]] = []  # labels before and after device_cores
+    for record in snapshot.nodes.values() if snapshot else ():
+        node_use = usage.get(record.devices.name, {})
+        node = escape(record.devices.name)
+        for d in record.devices.devices:
+            head = f'node="{node}",device_uuid="{escape(d.id)}",device_index="{d.index}"'
+            rows.append((head, f'device_type="{escape(d.type)}",{ZONE}', d, node_use.get(d.id, _UNUSED)))
+    yield _family(0, [f"hami_gpu_memory_limit_bytes{{{h},{t}}} {d.devmem * MIB}\n" for h, t, d, _ in rows])
+    yield _family(1, [f"hami_gpu_core_limit_ratio{{{h},{t}}} {d.devcore}\n" for h, t, d, _ in rows])
+    yield _family(
+        2,
+        [
+            f'hami_gpu_memory_allocated_bytes{{{h},device_cores="{d.devcore}",{t}}} {u.mem * MIB}\n'
+            for h, t, d, u in rows
+        ],
+    )
+    yield _family(3, [f"hami_gpu_shared_count{{{h},{t}}} {u.slots}\n" for h, t, _, u in rows])
+    yield _family(4, [f"hami_gpu_core_allocated_ratio{{{h},{t}}} {u.cores}\n" for h, t, _, u in rows])
+    yield _family(
+        5,
+        [
+            f"hami_node_gpu_memory_allocated_ratio{{{h},{t}}} {u.mem / d.devmem!r}\n"
+            for h, t, d, u in rows
+            if d.devmem > 0
+        ],
+    )
+    yield _family(
+        6,
+        [
+            f'hami_node_gpu_overview{{{h},device_cores="{d.devcore}",device_memory_limit="{d.devmem}",{t}}}'
+            f" {u.mem * MIB}\n"
+            for h, t, d, u in rows
+        ],
+    )
+
+
+def _pods(view: UsageView) -> Iterator[str]:
+    """Per pod and device (collapsed usage, so container_index is always 0 as in HAMi, quirk #39)."""
+    rows: list[tuple[str, DeviceUse]] = []
+    for entry in view.entries.values():
+        pod = f'namespace="{escape(entry.namespace)}",node="{escape(entry.node)}",pod="{escape(entry.name)}"'
+        for uuid, use in entry.uses.items():
+            rows.append((f'{pod},container_index="0",device_uuid="{escape(uuid)}",{ZONE}', use))
+    yield _family(7, [f"hami_vgpu_memory_allocated_bytes{{{labels}}} {u.mem * MIB}\n" for labels, u in rows])
+    yield _family(8, [f"hami_vgpu_core_allocated_ratio{{{labels}}} {u.cores}\n" for labels, u in rows])
+
+
+def _quotas(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
+    """Used for every tracked (namespace, resource), with its limit as a label (0 when none); limit only
+    where one is set, as HAMi's LimitSet."""
+    limits = snapshot.quota_limits if snapshot else {}
+    used, limited = [], []
+    for namespace in sorted(limits.keys() | view.quota.keys()):
+        ns_limits, ns_used = limits.get(namespace, {}), view.quota.get(namespace, {})
+        for resource in sorted(ns_limits.keys() | ns_used.keys()):
+            value = ns_limits.get(resource)
+            labels = f'namespace="{escape(namespace)}",quota_name="{escape(resource)}"'
+            amount = ns_used.get(resource, 0)
+            used.append(f'hami_resource_quota_used{{{labels},limit="{value or 0}",{ZONE}}} {amount}\n')
+            if value is not None:
+                limited.append(f"hami_resource_quota_limit{{{labels},{ZONE}}} {value}\n")
+    yield _family(9, used)
+    yield _family(10, limited)
+
+
+def render(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
+    """The exposition text, one metric family per chunk (so a writer never holds all of it at once)."""
+    yield from _devices(snapshot, view.nodes)
+    yield from _pods(view)
+    yield from _quotas(snapshot, view)
+
+
+def write(state_dir: Path, snapshot: Snapshot | None, view: UsageView) -> int:
+    """Render into the file, atomically (temporary file in the same directory, then rename); its size."""
+    target = state_dir / GAUGES_FILE
+    temporary = state_dir / f".{GAUGES_FILE}.{os.getpid()}.tmp"
+    size = 0
+    with open(temporary, "w", encoding="utf-8") as out:
+        for chunk in render(snapshot, view):
+            size += out.write(chunk)
+    os.replace(temporary, target)
+    return size
+
+
+def touch(state_dir: Path) -> bool:
+    """Confirm the file as current (nothing changed since it was rendered); False when it is gone."""
+    try:
+        os.utime(state_dir / GAUGES_FILE)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def max_age(interval: float) -> float:
+    """How old the file may get before readers leave it out: three missed renders, at least a minute (a
+    busy worker, a restart)."""
+    return max(3 * interval, 60.0)
+
+
+def age(state_dir: Path, now: float) -> float:
+    """Seconds since the worker last rendered or confirmed the file; NaN when there is none."""
+    try:
+        return max(0.0, now - os.stat(state_dir / GAUGES_FILE).st_mtime)
+    except FileNotFoundError:
+        return math.nan
+
+
+def open_fresh(state_dir: Path, now: float, limit: float) -> BinaryIO | None:
+    """The file opened for reading (the open file outlives a later rename), None when it is missing or
+    older than `limit` seconds."""
+    try:
+        file = open(state_dir / GAUGES_FILE, "rb")  # noqa: SIM115 - the caller streams and closes it
+    except FileNotFoundError:
+        return None
+    if now - os.fstat(file.fileno()).st_mtime > limit:
+        file.close()
+        return None
+    return file
