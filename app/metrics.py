@@ -7,7 +7,7 @@ node counts) are not per-process values: a small collector computes them at scra
 state, so every worker reports the same numbers. Without PROMETHEUS_MULTIPROC_DIR (tests, a single
 process) a private registry is used.
 
-HAMi's allocation gauges (reference §8, ~340,000 samples at 5,000 nodes × 8 GPUs) are not built here: the
+HAMi's allocation gauges (reference §8, ~330,000 samples at 5,000 nodes × 8 GPUs) are not built here: the
 registration worker renders them as text into the state directory (app/state/gauges.py) and /metrics
 streams that file after the rest, without parsing it, so a scrape costs a Gunicorn worker a file copy
 instead of seconds of CPU and ~190 MB of memory (docs/benchmarks.md, "Metrics at scale"). Its families

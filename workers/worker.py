@@ -195,7 +195,6 @@ class Worker:
         for informer in self.informers:
             informer.start()
         self.status.start()
-        self.state_metrics.start()
         self.elector.start()
         try:
             while not all(i.synced.is_set() for i in self.informers):
@@ -244,6 +243,9 @@ class Worker:
             except Exception:
                 logger.exception("work loop step failed; retrying")
                 self._stop.wait(min(self.settings.leader.retry_period, 2.0))
+            # After the first step (sync or pass), so that its first render — a full load of the ledger —
+            # does not slow down the cold registration pass that start-up waits for.
+            self.state_metrics.start()
             self._trigger.wait(1.0)
             self._trigger.clear()
 

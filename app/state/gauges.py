@@ -1,6 +1,6 @@
 """HAMi's allocation gauges (reference §8) as Prometheus text, rendered from the snapshot and the ledger.
 
-At 5,000 nodes × 8 GPUs and 20,000 running pods these are ~340,000 samples (~55 MB of text). Building them
+At 5,000 nodes × 8 GPUs and 20,000 running pods these are ~330,000 samples (~55 MB of text). Building them
 with prometheus_client objects at scrape time cost a Gunicorn worker 3–5 s of CPU and ~190 MB of peak RSS
 per scrape (docs/benchmarks.md, "Metrics at scale"). Instead the registration worker, which holds the
 snapshot and a view of the ledger anyway, renders them here as plain text (string building, about ten
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -34,6 +35,7 @@ from app.state.usage import UsageView
 GAUGES_FILE = "hami-gauges.prom"
 MIB = 1024 * 1024
 ZONE = 'zone="vGPU"'
+BATCH = 4096  # sample lines per chunk written
 _UNUSED = DeviceUse()
 
 # (name, help) in the order they are written.
@@ -60,13 +62,17 @@ def escape(value: str) -> str:
     return value
 
 
-def _family(index: int, lines: list[str]) -> str:
+def _family(index: int, lines: Iterable[str]) -> Iterator[str]:
+    """HELP and TYPE, then the samples in chunks of BATCH lines (never all of a family in memory)."""
     name, text = FAMILIES[index]
-    return f"# HELP {name} {text}\n# TYPE {name} gauge\n" + "".join(lines)
+    yield f"# HELP {name} {text}\n# TYPE {name} gauge\n"
+    lines = iter(lines)
+    while batch := "".join(islice(lines, BATCH)):
+        yield batch
 
 
 def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceUse]]) -> Iterator[str]:
-    """The seven per-device families, one string each."""
+    """The seven per-device families."""
     rows: list[tuple[str, str, DeviceInfo, DeviceUse]] = []  # labels before and after device_cores
     for record in snapshot.nodes.values() if snapshot else ():
         node_use = usage.get(record.devices.name, {})
@@ -74,32 +80,34 @@ def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceU
         for d in record.devices.devices:
             head = f'node="{node}",device_uuid="{escape(d.id)}",device_index="{d.index}"'
             rows.append((head, f'device_type="{escape(d.type)}",{ZONE}', d, node_use.get(d.id, _UNUSED)))
-    yield _family(0, [f"hami_gpu_memory_limit_bytes{{{h},{t}}} {d.devmem * MIB}\n" for h, t, d, _ in rows])
-    yield _family(1, [f"hami_gpu_core_limit_ratio{{{h},{t}}} {d.devcore}\n" for h, t, d, _ in rows])
-    yield _family(
+    yield from _family(
+        0, (f"hami_gpu_memory_limit_bytes{{{h},{t}}} {d.devmem * MIB}\n" for h, t, d, _ in rows)
+    )
+    yield from _family(1, (f"hami_gpu_core_limit_ratio{{{h},{t}}} {d.devcore}\n" for h, t, d, _ in rows))
+    yield from _family(
         2,
-        [
+        (
             f'hami_gpu_memory_allocated_bytes{{{h},device_cores="{d.devcore}",{t}}} {u.mem * MIB}\n'
             for h, t, d, u in rows
-        ],
+        ),
     )
-    yield _family(3, [f"hami_gpu_shared_count{{{h},{t}}} {u.slots}\n" for h, t, _, u in rows])
-    yield _family(4, [f"hami_gpu_core_allocated_ratio{{{h},{t}}} {u.cores}\n" for h, t, _, u in rows])
-    yield _family(
+    yield from _family(3, (f"hami_gpu_shared_count{{{h},{t}}} {u.slots}\n" for h, t, _, u in rows))
+    yield from _family(4, (f"hami_gpu_core_allocated_ratio{{{h},{t}}} {u.cores}\n" for h, t, _, u in rows))
+    yield from _family(
         5,
-        [
+        (
             f"hami_node_gpu_memory_allocated_ratio{{{h},{t}}} {u.mem / d.devmem!r}\n"
             for h, t, d, u in rows
             if d.devmem > 0
-        ],
+        ),
     )
-    yield _family(
+    yield from _family(
         6,
-        [
+        (
             f'hami_node_gpu_overview{{{h},device_cores="{d.devcore}",device_memory_limit="{d.devmem}",{t}}}'
             f" {u.mem * MIB}\n"
             for h, t, d, u in rows
-        ],
+        ),
     )
 
 
@@ -110,8 +118,10 @@ def _pods(view: UsageView) -> Iterator[str]:
         pod = f'namespace="{escape(entry.namespace)}",node="{escape(entry.node)}",pod="{escape(entry.name)}"'
         for uuid, use in entry.uses.items():
             rows.append((f'{pod},container_index="0",device_uuid="{escape(uuid)}",{ZONE}', use))
-    yield _family(7, [f"hami_vgpu_memory_allocated_bytes{{{labels}}} {u.mem * MIB}\n" for labels, u in rows])
-    yield _family(8, [f"hami_vgpu_core_allocated_ratio{{{labels}}} {u.cores}\n" for labels, u in rows])
+    yield from _family(
+        7, (f"hami_vgpu_memory_allocated_bytes{{{labels}}} {u.mem * MIB}\n" for labels, u in rows)
+    )
+    yield from _family(8, (f"hami_vgpu_core_allocated_ratio{{{labels}}} {u.cores}\n" for labels, u in rows))
 
 
 def _quotas(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
@@ -128,26 +138,31 @@ def _quotas(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
             used.append(f'hami_resource_quota_used{{{labels},limit="{value or 0}",{ZONE}}} {amount}\n')
             if value is not None:
                 limited.append(f"hami_resource_quota_limit{{{labels},{ZONE}}} {value}\n")
-    yield _family(9, used)
-    yield _family(10, limited)
+    yield from _family(9, used)
+    yield from _family(10, limited)
 
 
 def render(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
-    """The exposition text, one metric family per chunk (so a writer never holds all of it at once)."""
+    """The exposition text in chunks: each family's HELP and TYPE, then its samples a batch at a time, so
+    a writer never holds more than one batch of lines (plus the per-device labels shared by 7 families)."""
     yield from _devices(snapshot, view.nodes)
     yield from _pods(view)
     yield from _quotas(snapshot, view)
 
 
 def write(state_dir: Path, snapshot: Snapshot | None, view: UsageView) -> int:
-    """Render into the file, atomically (temporary file in the same directory, then rename); its size."""
-    target = state_dir / GAUGES_FILE
+    """Render into the file, atomically (temporary file in the same directory, then rename); its size in
+    bytes."""
     temporary = state_dir / f".{GAUGES_FILE}.{os.getpid()}.tmp"
     size = 0
-    with open(temporary, "w", encoding="utf-8") as out:
-        for chunk in render(snapshot, view):
-            size += out.write(chunk)
-    os.replace(temporary, target)
+    try:
+        with open(temporary, "wb") as out:
+            for chunk in render(snapshot, view):
+                size += out.write(chunk.encode())
+        os.replace(temporary, state_dir / GAUGES_FILE)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     return size
 
 

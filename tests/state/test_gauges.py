@@ -224,7 +224,7 @@ def test_escape() -> None:
 
 
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
-    snapshot, view = state()
+    snapshot, view = state(device_type="NVIDIA Ä100 «utf-8»")
     size = gauges.write(tmp_path, snapshot, view)
     content = (tmp_path / gauges.GAUGES_FILE).read_text(encoding="utf-8")
     assert content == rendered(snapshot, view) and size == len(content.encode())
@@ -233,6 +233,21 @@ def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
         gauges.write(tmp_path, None, UsageView())  # a reader that opened the old file keeps reading it
         assert before.read().decode() == content
     assert samples((tmp_path / gauges.GAUGES_FILE).read_text(encoding="utf-8")) == {}
+
+
+def test_a_failed_render_keeps_the_published_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gauges.write(tmp_path, *state())
+    published = (tmp_path / gauges.GAUGES_FILE).read_bytes()
+
+    def broken(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
+        yield "# HELP half written\n"
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(gauges, "render", broken)
+    with pytest.raises(RuntimeError):
+        gauges.write(tmp_path, None, UsageView())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [gauges.GAUGES_FILE]
+    assert (tmp_path / gauges.GAUGES_FILE).read_bytes() == published
 
 
 def test_staleness(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The worker's renderer of HAMi's gauges (workers/statemetrics.py) and their `/metrics/hami` endpoint:
 render on a change of the snapshot or the ledger, only touch the file otherwise, render again when the
-file went; the endpoint streams a fresh file and answers 503 without one."""
+file went; the endpoint streams a fresh file and answers 503 without one; HAMI_STATE_METRICS_INTERVAL."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import urllib.request
 from pathlib import Path
 from typing import BinaryIO
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.core.model import DeviceInfo, DeviceUse, NodeDevices
 from app.state import gauges
 from app.state.ledger import Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
+from config.settings import SettingsError, load_settings
 from workers.metrics import MetricsServer, WorkerMetrics
 from workers.statemetrics import StateMetrics
 
@@ -72,6 +74,7 @@ def test_renders_on_changes_and_touches_otherwise(tmp_path: Path) -> None:
 def test_the_thread_renders_at_once_and_stops(tmp_path: Path) -> None:
     renderer = StateMetrics(tmp_path, 30.0, lambda: snapshot(1), WorkerMetrics().state_metrics_seconds)
     renderer.start()
+    renderer.start()  # the work loop calls it after every step: only the first starts the thread
     deadline = time.monotonic() + 10
     while not (tmp_path / gauges.GAUGES_FILE).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -121,3 +124,11 @@ def test_metrics_hami_streams_the_fresh_file(tmp_path: Path) -> None:
         assert status == 200 and b"hami_gpu_memory_limit_bytes" not in body  # never twice on one port
     finally:
         server.stop()
+
+
+def test_the_interval_setting() -> None:
+    assert load_settings({}).state_metrics_interval == 10.0
+    assert load_settings({"HAMI_STATE_METRICS_INTERVAL": "1m"}).state_metrics_interval == 60.0
+    for bad in ("500ms", "0s", "soon"):
+        with pytest.raises(SettingsError, match="HAMI_STATE_METRICS_INTERVAL"):
+            load_settings({"HAMI_STATE_METRICS_INTERVAL": bad})
