@@ -43,8 +43,9 @@ def _fired(emulator: Any, rule_id: int) -> int:
 
 
 def _lost_binding_then_unreadable(emulator: Any, wait_for: Any, name: str, reads_failing: int) -> list[int]:
-    """The binding is held 3 s, done, and its answer dropped; meanwhile the pod's reads start failing."""
-    held = emulator.add_fault(**BINDING, name=name, action="delay", delay=3.0, count=1)
+    """The binding is held 6 s (ample for the test to add the next rule), done, and its answer dropped;
+    meanwhile the pod's reads start failing."""
+    held = emulator.add_fault(**BINDING, name=name, action="delay", delay=6.0, count=1)
     lost = emulator.add_fault(**BINDING, name=name, action="lost_response", count=1)
     wait_for(lambda: _fired(emulator, held) == 1, 15, "the binding to be under way")
     failing = emulator.add_fault(
@@ -88,7 +89,7 @@ def test_old_incarnation_never_releases_the_lock_its_successor_reentered(
     node, name = "node-reborn", "reborn"
     old = cluster.create_pod(cluster.gpu_pod(name, memory=1000))
     assert service.filter(old, [node])["NodeNames"] == [node]
-    held = emulator.add_fault(**BINDING, name=name, action="delay", delay=2.0, count=1)
+    held = emulator.add_fault(**BINDING, name=name, action="delay", delay=5.0, count=1)
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(service.bind, old, node)
         wait_for(lambda: _fired(emulator, held) == 1, 15, "the old binding to be under way")
@@ -97,6 +98,7 @@ def test_old_incarnation_never_releases_the_lock_its_successor_reentered(
         assert new["metadata"]["uid"] != old["metadata"]["uid"]
         assert service.filter(new, [node])["NodeNames"] == [node]
         assert service.bind(new, node) == {"Error": ""}
+        assert not pending.done(), "the old binding must still be held: the new pod re-entered its lock"
         old_answer = pending.result()
     emulator.remove_fault(held)
     assert old_answer["Error"], "the old incarnation cannot have been bound"

@@ -1,0 +1,153 @@
+"""The scheduler extender's replicas in a chaos run: each one registration worker (`python -m workers`) plus
+one Gunicorn (`wsgi:app`), sharing the replica's own `HAMI_STATE_DIR` (the pod's emptyDir), electing a
+leader in acquire mode with a short Lease.
+
+A replica is "killed" the way a node failure or an OOM kill ends a pod's containers: SIGKILL to the process
+group of its worker and of its Gunicorn master (which holds the Gunicorn workers), then reaped. It is
+restarted later with the same name, port, state dir and identity (`POD_NAME`), as the kubelet restarts
+the containers of the same pod. Each incarnation is a process of its own in the `Stack` (`worker-0`,
+`worker-0.1`, ...), so its log and its PIDs are kept; killed incarnations leave the stack's live set, so
+`Stack.check` only watches processes that should be running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import urllib3
+
+from app.state.ledger import LEDGER_FILE, Ledger
+from app.state.status import ReplicaStatus
+from sim.stack import Stack, free_port, group_members
+
+LEASE_NAME = "hami-scheduler"
+LEASE_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class Election:
+    lease_duration: int = 4
+    renew_deadline: int = 3
+    retry_period: int = 1
+
+
+@dataclass
+class Replica:
+    index: int
+    port: int
+    env: dict[str, str]
+    incarnation: int = 0
+    processes: list[str] = field(default_factory=list)  # the stack names of the running incarnation
+
+    @property
+    def name(self) -> str:
+        """Its identity (POD_NAME), as the Lease holder shows it."""
+        return f"hami-scheduler-{self.index}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.env["HAMI_STATE_DIR"])
+
+
+class Replicas:
+    def __init__(
+        self, stack: Stack, count: int, workers: int, election: Election, extra_env: dict[str, str]
+    ) -> None:
+        self.stack = stack
+        self.http = urllib3.PoolManager(maxsize=4, retries=False)
+        self.items: list[Replica] = []
+        for index in range(count):
+            home = stack.workdir / f"replica-{index}"
+            port = free_port()
+            env = {
+                **os.environ,
+                "KUBECONFIG": str(stack.kubeconfig),
+                "HAMI_STATE_DIR": str(home / "state"),
+                "PROMETHEUS_MULTIPROC_DIR": str(home / "prometheus"),
+                "HAMI_BIND": f"127.0.0.1:{port}",
+                "HAMI_WORKERS": str(workers),
+                "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
+                "HAMI_REGISTRATION_INTERVAL": "2s",
+                "HAMI_LOG_LEVEL": "WARNING",
+                "HAMI_LEADER_ELECT": "true",
+                "HAMI_LEADER_ELECT_MODE": "acquire",
+                "HAMI_LEADER_ELECT_RESOURCE_NAME": LEASE_NAME,
+                "HAMI_LEADER_ELECT_RESOURCE_NAMESPACE": LEASE_NAMESPACE,
+                "HAMI_LEASE_DURATION": f"{election.lease_duration}s",
+                "HAMI_RENEW_DEADLINE": f"{election.renew_deadline}s",
+                "HAMI_RETRY_PERIOD": f"{election.retry_period}s",
+                "POD_NAME": f"hami-scheduler-{index}",
+                **extra_env,
+            }
+            env.pop("POD_NAMESPACE", None)  # no scheduler-role labels: there are no replica pods to label
+            self.items.append(Replica(index, port, env))
+
+    @property
+    def urls(self) -> list[str]:
+        return [r.url for r in self.items]
+
+    def close(self) -> None:
+        self.http.clear()
+
+    def start(self, replica: Replica) -> None:
+        suffix = f".{replica.incarnation}" if replica.incarnation else ""
+        worker, service = f"worker-{replica.index}{suffix}", f"service-{replica.index}{suffix}"
+        self.stack.start(worker, [sys.executable, "-m", "workers"], replica.env)
+        gunicorn = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]
+        self.stack.start(service, gunicorn, replica.env)
+        replica.processes = [worker, service]
+
+    def kill(self, replica: Replica) -> None:
+        """SIGKILL the replica's containers (process groups), reap them, keep their PIDs on record."""
+        for name in replica.processes:
+            process = self.stack.processes.pop(name, None)
+            if process is None:
+                continue
+            self.stack.pids[name] = sorted(set(self.stack.pids[name]) | set(group_members(process.pid)))
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.stop(timeout=5.0)
+        replica.processes = []
+        replica.incarnation += 1
+
+    def running(self, replica: Replica) -> bool:
+        return bool(replica.processes)
+
+    def names(self) -> list[str]:
+        """The stack names of every running incarnation (for stopping them)."""
+        return [name for r in self.items for name in r.processes]
+
+    def ready(self, replica: Replica) -> bool:
+        """Its /readyz answers 200 (the Service would route to it)."""
+        if not replica.processes:
+            return False
+        try:
+            response = self.http.request("GET", f"{replica.url}/readyz", timeout=urllib3.Timeout(total=1.0))
+        except urllib3.exceptions.HTTPError:
+            return False
+        return response.status == 200
+
+    def ready_ones(self) -> list[Replica]:
+        return [r for r in self.items if self.ready(r)]
+
+    def standing_by(self, replica: Replica) -> bool:
+        """Running, and its registration worker's loop is alive (a fresh heartbeat in its status rows):
+        it can take over the Lease when the leader dies."""
+        if not replica.processes or not (replica.state_dir / LEDGER_FILE).exists():
+            return False
+        ledger = Ledger(replica.state_dir)
+        try:
+            status = ReplicaStatus.from_rows(ledger.status())
+        finally:
+            ledger.close()
+        return status.heartbeat_fresh(time.time())

@@ -1,0 +1,72 @@
+"""`python -m sim chaos` at CI size (docs/chaos.md): 150 pods, 2 replicas of 2 Gunicorn workers, 10 % API
+faults, one leader SIGKILLed, pods deleted and recreated under the same name. Every actor is a real
+process; the verdict comes from the API alone. Asserts the same zeros as `make chaos`, and that no child
+process survives the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sim.processes import start_process
+from sim.stack import pid_alive
+from sim.testing import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+DEADLINE = 330.0
+
+
+def children_alive(report_path: Path) -> list[int]:
+    if not report_path.exists():
+        return []
+    pids = orjson.loads(report_path.read_bytes()).get("child_pids") or {}
+    return [pid for group in pids.values() for pid in group if pid_alive(pid)]
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
+    report_path = tmp_path / "chaos-report.json"
+    argv = [
+        sys.executable, "-m", "sim", "chaos", "--seed", "3", "--pods", "150", "--workers", "2",
+        "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1",
+        "--report", str(report_path), "--workdir", str(tmp_path / "run"),
+    ]  # fmt: skip
+    chaos = start_process(argv, log_path=tmp_path / "chaos.log", cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while chaos.alive():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the storm did not finish in {DEADLINE:g}s:\n{chaos.log_tail()}")
+            time.sleep(0.5)
+    finally:
+        chaos.stop(timeout=60)  # SIGTERM: the storm stops its children first
+        leftovers = children_alive(report_path)
+        for pid in leftovers:  # only if the storm failed to: never leave them behind
+            os.kill(pid, signal.SIGKILL)
+    assert leftovers == []
+    assert report_path.exists(), chaos.log_tail()
+    report = orjson.loads(report_path.read_bytes())
+    details = (report.get("violations"), report.get("lost"), report.get("locked_nodes"))
+    failed = f"{details}\n{chaos.log_tail()}"
+    assert chaos.returncode == 0, failed
+    assert report["passed"] is True and report["exit"] == "completed", failed
+    assert report["pods_total"] == 150 - report["pods_webhook_denied"]
+    assert report["pods_bound"] + report["pods_unschedulable"] == report["pods_total"]
+    assert report["pods_lost"] == 0, failed
+    assert report["oversubscribed_devices"] == 0 and report["oversubscribed_max_during_run"] == 0
+    assert report["oversubscription_samples"] > 0
+    assert report["leaked_locks"] == 0, failed
+    assert report["cache_rebuild_mismatches"] == 0 and report["ledger_orphan_rows"] == []
+    assert report["faults_injected"] > 0
+    assert report["leader_kills"] == 1 and report["leader_failovers"] >= 1
+    assert report["failover_max_s"] is not None
+    assert report["pods_recreated"] >= 1
+    unfit = report["pods_by_kind"]["unfit"]
+    assert unfit == {"unschedulable": unfit["unschedulable"]}  # pods that fit nowhere are rejected, cleanly
+    assert report["children_left"] == []
