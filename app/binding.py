@@ -32,7 +32,7 @@ from app.core.vendor import InvalidRequest
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
-from app.k8s.nodelock import LockContention, lock_node, release_node_lock
+from app.k8s.nodelock import LockContention, NodeUnreadable, lock_node, release_node_lock
 from app.state.ledger import BOUND
 
 BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
@@ -55,11 +55,20 @@ class _Failed(Exception):
         self.compensate = compensate  # False: the binding may have happened, keep the lock and reservation
 
 
+LOCK_RETRY_FIRST, LOCK_RETRY_FACTOR, LOCK_RETRY_MAX = 0.025, 1.5, 0.25  # seconds: backoff under contention
+
+
 def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> None:
-    """Take the node lock, waiting (with jittered backoff) up to HAMI_BIND_LOCK_WAIT under contention."""
+    """Take the node lock, waiting (with jittered backoff) up to HAMI_BIND_LOCK_WAIT under contention.
+
+    The lock's GET is also the bind's node lookup (a missing node fails as HAMi's `failed to get node`).
+    A holder is usually released within tens of milliseconds (the device plugin's Allocate), so the backoff
+    starts small and is capped at 250 ms: binpack places consecutive pods on the same node, and a long
+    doubling backoff would turn that into seconds of idle waiting per pod.
+    """
     expire = context.settings.nodelock_expire
     deadline = time.monotonic() + context.settings.bind_lock_wait
-    delay = 0.05
+    delay = LOCK_RETRY_FIRST
     started = time.monotonic()
     while True:
         try:
@@ -67,6 +76,8 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
             outcome.took_over = acquired.took_over
             outcome.lock_waited = time.monotonic() - started
             return
+        except NodeUnreadable as exc:
+            raise _Failed(exc.message, event=f"failed to get node {node}") from None
         except LockContention as exc:
             outcome.lock_contended = True
             if time.monotonic() + delay > deadline:
@@ -76,7 +87,7 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
                     raise _Failed(f"{message}: {nodelock.CONTENTION}") from None
                 raise _Failed(str(exc)) from None
             time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 1.0)
+            delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
 
 
 REREAD_DELAYS = (0.1, 0.2, 0.4)  # seconds between the re-reads after a failed binding call
@@ -126,13 +137,14 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
         if requests.any and assigned != node:
             raise _Failed(f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}")
-        mark = time.perf_counter()
-        try:
-            objects.get_node(context.kube, node)
-        except ApiError:
-            raise _Failed(f"failed to get node {node}") from None
-        outcome.phases["node_lookup"] = time.perf_counter() - mark
-        if requests.any:
+        if not requests.any:  # with devices, taking the lock reads the node
+            mark = time.perf_counter()
+            try:
+                objects.get_node(context.kube, node)
+            except ApiError:
+                raise _Failed(f"failed to get node {node}") from None
+            outcome.phases["node_lookup"] = time.perf_counter() - mark
+        else:
             mark = time.perf_counter()
             # From here on every failure releases the lock if it is ours (the release is owner-checked):
             # a CAS whose answer was lost may have taken it even when _lock ends in an error.

@@ -26,6 +26,10 @@ from app.k8s.errors import ApiError
 logger = logging.getLogger(__name__)
 
 
+class NodeUnreadable(ApiError):
+    """Every read of the node failed (deleted, or the API kept failing)."""
+
+
 class LockContention(Exception):
     """Another pod holds the node's lock; retryable. The message is HAMi's contention text."""
 
@@ -74,11 +78,14 @@ def lock_node(
     now: Callable[[], datetime],
     backoff: Backoff = Backoff(),
 ) -> Acquired:
-    """Take `node`'s lock for pod `namespace/name`; raises LockContention or ApiError."""
+    """Take `node`'s lock for pod `namespace/name`; raises LockContention, NodeUnreadable (the node could
+    not be read at all: HAMi's `failed to get node`) or ApiError."""
     last: ApiError | None = None
+    read = False
     for delay in [*backoff.delays(), None]:
         try:
             current = objects.get_node(kube, node)
+            read = True
             value = objects.annotations_of(current).get(LOCK_ANNOTATION)
             moment = now()
             decision = nodelock.decide(value, namespace, name, moment, expire)
@@ -106,6 +113,8 @@ def lock_node(
                 break
             time.sleep(delay)
     assert last is not None
+    if not read:
+        raise NodeUnreadable(last.status, last.reason, f"failed to get node {node}: {last.message}")
     raise ApiError(last.status, last.reason, f"failed to set node lock (node={node}): {last.message}")
 
 
