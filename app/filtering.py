@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import Context
-from app.core import pods, quota
+from app.core import mig, pods, quota
 from app.core.codec import CodecError, encode_pod_single_device
 from app.core.decision import (
     ASSIGNED_NODE,
@@ -42,7 +42,7 @@ from app.core.inventory import NodeUnregistered, decode_node, node_name
 from app.core.model import DeviceUse, NodeDevices, PodDevices
 from app.core.pods import PodError
 from app.core.quota import pod_quota_use
-from app.core.usage import collapse_pod, device_uses, same_use, sum_uses
+from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
 from app.core.vendor import InvalidRequest
 from app.k8s import objects
 from app.k8s.errors import ApiError
@@ -126,7 +126,7 @@ def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: C
         name=ctx.name,
         node=node,
         state=ASSUMED,
-        uses=device_uses(collapsed),
+        uses=allocation_uses(devices, ctx.requests.init_count),
         quota=pod_quota_use(collapsed, context.settings.vendors),
         allocation=";".join(f"{key}={encode_pod_single_device(c)}" for key, c in sorted(devices.items())),
         updated_at=context.clock(),
@@ -233,7 +233,8 @@ def _place(
     reserved = reserve(context, pod, probe, candidates, snapshot, outcome)
     if reserved is None:
         return outcome
-    return _commit(context, _ref(pod, probe), reserved, len(candidates), outcome)
+    stale = [mig.ANNOTATION] if mig.ANNOTATION in pods.annotations_of(pod) else []
+    return _commit(context, _ref(pod, probe), reserved, len(candidates), outcome, stale)
 
 
 def reserve(
@@ -276,13 +277,20 @@ def reserve(
 
 
 def _commit(
-    context: Context, ref: PodRef, reserved: Reserved, candidates: int, outcome: FilterOutcome
+    context: Context,
+    ref: PodRef,
+    reserved: Reserved,
+    candidates: int,
+    outcome: FilterOutcome,
+    stale: list[str],
 ) -> FilterOutcome:
-    """Write the decision onto the pod; FORGET the reservation if that fails."""
+    """Write the decision onto the pod, deleting `stale` annotations of an earlier decision it does not
+    replace (a re-filtered pod's MIG allocations); FORGET the reservation if that fails."""
     mark = time.perf_counter()
     node, uid = reserved.node, ref.uid
-    annotations = allocation_annotations(
-        node, reserved.devices, context.settings.vendors, int(context.clock())
+    annotations: dict[str, str | None] = dict.fromkeys(stale)
+    annotations.update(
+        allocation_annotations(node, reserved.devices, context.settings.vendors, int(context.clock()))
     )
     try:
         objects.patch_pod_metadata(

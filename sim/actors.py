@@ -47,6 +47,7 @@ def nodes_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--zones", type=int, default=3)
     parser.add_argument("--split-count", type=int, default=10, help="deviceSplitCount (register count)")
+    parser.add_argument("--mig-nodes", type=int, default=0, help="nodes of MIG-capable models in MIG mode")
     parser.add_argument("--allocate-latency", type=float, default=0.002, help="seconds per Allocate call")
     parser.add_argument("--workers", type=int, default=8, help="allocation threads for all nodes")
     parser.add_argument("--run-seconds", type=float, default=None, help="default pod run time (forever)")
@@ -64,6 +65,7 @@ def nodes_main(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             zones=args.zones,
             split_count=args.split_count,
+            mig_nodes=args.mig_nodes,
         )
     except ValueError as exc:
         print(f"sim nodes: {exc}", file=sys.stderr)

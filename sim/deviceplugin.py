@@ -11,7 +11,9 @@ kubelet's sync loop does) and calls the device plugin's Allocate once per contai
 2. take the first non-empty container group of `hami.io/vgpu-devices-to-allocate`; its device count must
    equal the container's `nvidia.com/gpu` and every UUID must exist on this node; erase the group (re-encode
    the rest, which grows the value by one `;` like HAMi, quirk #43) and patch it;
-3. when no `NVIDIA` device is left: `hami.io/bind-phase: success` and release the lock (a delete with a
+3. for a group on `mig`-mode GPUs: realize the container's reserved MIG slices and write their runtime
+   identity into `hami.io/vgpu-mig-allocations` (sim/migplugin.py);
+4. when no `NVIDIA` device is left: `hami.io/bind-phase: success` and release the lock (a delete with a
    resourceVersion precondition, only if the lock names this pod); on any error: `failed` and release.
 
 The kubelet then reports the pod Running (status subresource) or, when Allocate failed, Failed with
@@ -32,11 +34,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from app.core import codec, nodelock
+from app.core import codec, mig, nodelock
 from app.core.model import ContainerDevices
 from sim import podutil
 from sim.apiserver.deferred import Deferred
 from sim.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
+from sim.migplugin import MigError, MigInstances
 from sim.nodes import ClusterSpec, NodeSpec
 
 logger = logging.getLogger(__name__)
@@ -94,6 +97,7 @@ class DevicePlugin:
         self.stats = stats
         self.latency = latency
         self.uuids = frozenset(d.id for d in spec.devices)
+        self.mig = MigInstances({d.id: d for d in spec.devices})
 
     @property
     def node(self) -> str:
@@ -141,8 +145,9 @@ class DevicePlugin:
             missing = [d.uuid for d in devices if d.uuid not in self.uuids]
             if missing:
                 raise AllocateError(f"device {missing[0]} not found on node {self.node}")
+            self._realize_mig(current, index, devices)
             self._try_success(current)
-        except (AllocateError, KubeError, codec.CodecError) as exc:
+        except (AllocateError, KubeError, codec.CodecError, MigError) as exc:
             self.stats.count("allocate_failed")
             if current is not None:
                 self._finish(current, nodelock.PHASE_FAILED)
@@ -150,6 +155,13 @@ class DevicePlugin:
         self.stats.record(self.stats.allocate_ms, (time.perf_counter() - started) * 1000.0)
         self.stats.count("allocate_ok")
         return current, index
+
+    def _realize_mig(self, pod: Obj, index: int, devices: ContainerDevices) -> None:
+        realized = self.mig.realize(podutil.uid(pod), podutil.annotations_of(pod), index, devices)
+        if realized:
+            patch = {"metadata": {"annotations": {mig.ANNOTATION: realized}}}
+            self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
+            self.stats.count("mig_allocations")
 
     def _pop_group(self, pod: Obj) -> tuple[int, ContainerDevices]:
         """GetNextDeviceRequest + EraseNextDeviceTypeFromAnnotation."""
@@ -245,6 +257,8 @@ class Kubelets:
         if node not in self.plugins:
             return
         uid = podutil.uid(pod)
+        if kind == "DELETED" or podutil.phase(pod) in podutil.TERMINAL:
+            self.plugins[node].mig.release(uid)  # the plugin's reconciliation frees the pod's instances
         with self._lock:
             if kind == "DELETED":
                 self._seen.discard(uid)
@@ -291,6 +305,7 @@ class Kubelets:
             try:
                 served, group_index = plugin.allocate(podutil.gpu_count(container))
             except AllocateError as exc:
+                plugin.mig.release(podutil.uid(pod))
                 self._set_status(pod, podutil.admission_failed_status(str(exc)))
                 self.stats.count("pods_failed_admission")
                 return

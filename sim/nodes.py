@@ -8,6 +8,11 @@ the `kubernetes.io/hostname`, `topology.kubernetes.io/zone` and `topology.kubern
 
 Nodes are assigned to zones in contiguous blocks (node-01..07 in zone a, ...), so kube-scheduler's zone round
 robin visibly differs from name order. GPU UUIDs derive from the seed: the same seed, the same cluster.
+
+Asked for MIG nodes (`mig_nodes`), the first that many nodes of a MIG-capable model register their GPUs as
+HAMi's device plugin does in MIG mode: mode `mig`, `count` = the largest instance count of a profile,
+devcore 100 and `migProfiles` with the memory, compute share, slice count and NVML placements of each
+profile (values of the real cards, rounded).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.codec import encode_register_json
-from app.core.model import DeviceInfo
+from app.core.model import DeviceInfo, MigPlacement, MigProfile
 from sim.kube import Kube, KubeError, node_path
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
@@ -35,14 +40,31 @@ class GpuModel:
     key: str
     name: str  # the NVML name as the device plugin registers it
     memory: int  # MiB
+    mig: tuple[MigProfile, ...] = ()  # the profiles NVML reports in MIG mode (none: not MIG-capable)
+
+
+def _profile(name: str, memory: int, core: int, slices: int, starts: Sequence[int], size: int) -> MigProfile:
+    return MigProfile(name, memory, core, slices, tuple(MigPlacement(s, size) for s in starts))
+
+
+def _mig_profiles(gb: int, memory: int) -> tuple[MigProfile, ...]:
+    """The A100/H100 layout: 1g x7, 2g x3, 3g x2 (4 memory slices each), 4g and 7g x1; `gb`/`memory`: the
+    nominal and the real memory of a 1g slice."""
+    return (
+        _profile(f"1g.{gb}gb", memory, 14, 1, range(7), 1),
+        _profile(f"2g.{2 * gb}gb", 2 * memory + 256, 28, 2, (0, 2, 4), 2),
+        _profile(f"3g.{4 * gb}gb", 4 * memory + 640, 42, 3, (0, 4), 4),
+        _profile(f"4g.{4 * gb}gb", 4 * memory + 640, 57, 4, (0,), 4),
+        _profile(f"7g.{8 * gb}gb", 8 * memory + 1280, 100, 7, (0,), 8),
+    )
 
 
 CATALOG: dict[str, GpuModel] = {
     m.key: m
     for m in (
-        GpuModel("a100-80", "NVIDIA A100-SXM4-80GB", 81920),
-        GpuModel("a100-40", "NVIDIA A100-SXM4-40GB", 40960),
-        GpuModel("h100", "NVIDIA H100 80GB HBM3", 81559),
+        GpuModel("a100-80", "NVIDIA A100-SXM4-80GB", 81920, _mig_profiles(10, 9856)),
+        GpuModel("a100-40", "NVIDIA A100-SXM4-40GB", 40960, _mig_profiles(5, 4864)),
+        GpuModel("h100", "NVIDIA H100 80GB HBM3", 81559, _mig_profiles(10, 9856)),
         GpuModel("l40s", "NVIDIA L40S", 46068),
         GpuModel("v100", "NVIDIA-Tesla V100-PCIE-32GB", 32768),
         GpuModel("t4", "NVIDIA-Tesla T4", 15360),
@@ -63,6 +85,7 @@ class NodeSpec:
     pods: str = "110"
     split_count: int = 10
     labels: dict[str, str] = field(default_factory=dict)
+    mig: bool = False  # GPUs registered in MIG mode
 
     @property
     def gpu_slots(self) -> int:
@@ -100,35 +123,41 @@ def build_cluster(
     split_count: int = 10,
     prefix: str = "gpu-node",
     region: str = "region-1",
+    mig_nodes: int = 0,
 ) -> ClusterSpec:
-    """`nodes` nodes in `zones` zones (contiguous blocks), GPU models cycled over the nodes."""
-    if nodes < 1 or zones < 1 or gpus_per_node < 0 or split_count < 1:
+    """`nodes` nodes in `zones` zones (contiguous blocks), GPU models cycled over the nodes; the first
+    `mig_nodes` nodes of a MIG-capable model in MIG mode."""
+    if nodes < 1 or zones < 1 or gpus_per_node < 0 or split_count < 1 or mig_nodes < 0:
         raise ValueError("nodes, zones and split count must be positive")
     rng = random.Random(seed)
     chosen = list(models or [(CATALOG[k], None) for k in DEFAULT_MODELS])
     width = max(2, len(str(nodes)))
     zone_count = min(zones, nodes)
-    specs = []
+    specs: list[NodeSpec] = []
     for i in range(nodes):
         name = f"{prefix}-{i + 1:0{width}d}"
         zone = f"{region}{chr(ord('a') + (i * zone_count) // nodes)}"
         model, count = chosen[i % len(chosen)]
         count = gpus_per_node if count is None else count
+        mig = bool(model.mig) and sum(s.mig for s in specs) < mig_nodes
         devices = tuple(
             DeviceInfo(
                 id=f"GPU-{uuid.UUID(int=rng.getrandbits(128), version=4)}",
                 index=index,
-                count=split_count,
+                count=max(len(p.placements) for p in model.mig) if mig else split_count,
                 devmem=model.memory,
                 devcore=100,
                 type=model.name,
                 numa=0 if index < (count + 1) // 2 else 1,
-                mode="hami-core",
+                mode="mig" if mig else "hami-core",
                 health=True,
+                mig_profiles=model.mig if mig else (),
             )
             for index in range(count)
         )
-        specs.append(NodeSpec(name, zone, region, model, devices, split_count=split_count))
+        specs.append(NodeSpec(name, zone, region, model, devices, split_count=split_count, mig=mig))
+    if sum(s.mig for s in specs) < mig_nodes:
+        raise ValueError(f"{mig_nodes} MIG nodes asked, but only {sum(s.mig for s in specs)} are MIG-capable")
     return ClusterSpec(tuple(specs))
 
 

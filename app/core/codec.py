@@ -41,8 +41,8 @@ class CodecError(ValueError):
 # Node register annotation, JSON form (device.MarshalNodeDevices / UnMarshalNodeDevices)
 
 
-def _go_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object keeping its keys in the order of their last occurrence (see `_field`)."""
+def go_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object keeping its keys in the order of their last occurrence (see `go_field`)."""
     obj: dict[str, Any] = {}
     for key, value in pairs:
         obj.pop(key, None)
@@ -52,15 +52,15 @@ def _go_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 class _Folded(dict[str, Any]):
     """A JSON object whose keys were lower-cased once, the last of case-insensitively equal keys winning
-    (what `_field` finds), so each field is one lookup: scanning every key for each of a device's fields
+    (what `go_field` finds), so each field is one lookup: scanning every key for each of a device's fields
     was three quarters of decoding 5,000 nodes' register annotations (0.45 of 0.58 s)."""
 
 
-def _fold(raw: Mapping[str, Any]) -> _Folded:
+def fold_keys(raw: Mapping[str, Any]) -> _Folded:
     return _Folded((key.lower(), value) for key, value in raw.items())
 
 
-def _field(raw: Mapping[str, Any], name: str) -> Any:
+def go_field(raw: Mapping[str, Any], name: str) -> Any:
     """Go's decoder matches JSON keys to struct tags case-insensitively; the last matching key wins."""
     lowered = name.lower()
     if isinstance(raw, _Folded):
@@ -72,8 +72,8 @@ def _field(raw: Mapping[str, Any], name: str) -> Any:
     return found
 
 
-def _int_field(raw: Mapping[str, Any], name: str, low: int, high: int) -> int:
-    value = _field(raw, name)
+def int_field(raw: Mapping[str, Any], name: str, low: int, high: int) -> int:
+    value = go_field(raw, name)
     if value is None:
         return 0
     if isinstance(value, float):  # Go refuses `1.0` or `1e3` for an integer field
@@ -86,8 +86,8 @@ def _int_field(raw: Mapping[str, Any], name: str, low: int, high: int) -> int:
     return number
 
 
-def _str_field(raw: Mapping[str, Any], name: str) -> str:
-    value = _field(raw, name)
+def str_field(raw: Mapping[str, Any], name: str) -> str:
+    value = go_field(raw, name)
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -104,19 +104,19 @@ def _mig_profiles(raw: Any) -> tuple[MigProfile, ...]:
     for item in raw:
         if not isinstance(item, dict):
             raise CodecError("invalid migProfiles entry: expected an object")
-        placements_raw = _field(item, "placements") or []
+        placements_raw = go_field(item, "placements") or []
         if not isinstance(placements_raw, list) or not all(isinstance(p, dict) for p in placements_raw):
             raise CodecError("invalid migProfiles placements: expected a list of objects")
         placements = tuple(
-            MigPlacement(_int_field(p, "start", 0, INT32_MAX), _int_field(p, "size", 0, INT32_MAX))
+            MigPlacement(int_field(p, "start", 0, INT32_MAX), int_field(p, "size", 0, INT32_MAX))
             for p in placements_raw
         )
         profiles.append(
             MigProfile(
-                name=_str_field(item, "name"),
-                memory_mb=_int_field(item, "memoryMB", 0, INT32_MAX),
-                core=_int_field(item, "core", 0, INT32_MAX),
-                slice_count=_int_field(item, "sliceCount", 0, INT32_MAX),
+                name=str_field(item, "name"),
+                memory_mb=int_field(item, "memoryMB", 0, INT32_MAX),
+                core=int_field(item, "core", 0, INT32_MAX),
+                slice_count=int_field(item, "sliceCount", 0, INT32_MAX),
                 placements=placements,
             )
         )
@@ -130,7 +130,7 @@ def decode_register_json(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
     memory, null entries and duplicate UUIDs are rejected with a reason (docs/compatibility.md).
     """
     try:
-        raw = json.loads(value, object_pairs_hook=_go_object)
+        raw = json.loads(value, object_pairs_hook=go_object)
     except (ValueError, RecursionError) as exc:
         raise CodecError(f"invalid register annotation: {exc}") from None
     if raw is None:  # Go decodes `null` into an empty list
@@ -142,23 +142,23 @@ def decode_register_json(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
     for position, item in enumerate(raw):
         if not isinstance(item, dict):
             raise CodecError(f"invalid register annotation: device {position} is not an object")
-        item = _fold(item)
+        item = fold_keys(item)
         try:
-            health = _field(item, "health")
+            health = go_field(item, "health")
             if health is not None and not isinstance(health, bool):
                 raise CodecError(f"invalid health field: expected a boolean, got {json.dumps(health)}")
             device = DeviceInfo(
-                id=_str_field(item, "id"),
-                index=_int_field(item, "index", 0, UINT32_MAX),
-                count=_int_field(item, "count", 0, INT32_MAX),
-                devmem=_int_field(item, "devmem", 0, INT32_MAX),
-                devcore=_int_field(item, "devcore", 0, INT32_MAX),
-                type=_str_field(item, "type"),
-                numa=_int_field(item, "numa", INT32_MIN, INT32_MAX),
-                mode=_str_field(item, "mode"),
+                id=str_field(item, "id"),
+                index=int_field(item, "index", 0, UINT32_MAX),
+                count=int_field(item, "count", 0, INT32_MAX),
+                devmem=int_field(item, "devmem", 0, INT32_MAX),
+                devcore=int_field(item, "devcore", 0, INT32_MAX),
+                type=str_field(item, "type"),
+                numa=int_field(item, "numa", INT32_MIN, INT32_MAX),
+                mode=str_field(item, "mode"),
                 health=bool(health),
                 vendor=vendor,
-                mig_profiles=_mig_profiles(_field(item, "migProfiles")),
+                mig_profiles=_mig_profiles(go_field(item, "migProfiles")),
             )
         except CodecError as exc:
             raise CodecError(f"invalid register annotation: device {position}: {exc}") from None
@@ -204,7 +204,7 @@ def encode_register_json(devices: Iterable[DeviceInfo]) -> str:
         if d.health:
             item["health"] = True
         items.append(item)
-    return _go_json(items)
+    return go_json(items)
 
 
 # Go's json.Marshal escapes these for safe embedding in HTML/JS; json.dumps does not.
@@ -213,7 +213,7 @@ _GO_ESCAPES = str.maketrans(
 )
 
 
-def _go_json(value: Any) -> str:
+def go_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_GO_ESCAPES)
 
 
@@ -313,8 +313,8 @@ def decode_pair_scores(value: str) -> dict[str, dict[str, int]]:
     for item in raw:
         if not isinstance(item, dict):
             raise CodecError("invalid pair-score annotation: entries must be objects")
-        uuid = _str_field(item, "uuid")
-        links = _field(item, "score") or {}
+        uuid = str_field(item, "uuid")
+        links = go_field(item, "score") or {}
         if not isinstance(links, dict):
             raise CodecError("invalid pair-score annotation: score must be an object")
         parsed = {}

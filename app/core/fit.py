@@ -30,7 +30,7 @@ from app.core.model import (
 from app.core.policy import ScoredDevice, sort_devices
 from app.core.score import device_score, node_score
 from app.core.usage import collapse, working_devices
-from app.core.vendor import FitContext, Vendor
+from app.core.vendor import AddUsageError, FitContext, Vendor
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,9 @@ def _fit_container(
             raise _Unfit(reasons.DEVICE_TYPE_NOT_FOUND)
         wanted = request.type.lower()
         candidates = [entry.device for entry in scored if wanted in entry.device.type.lower()]
-        if request.nums > len(candidates):
+        if request.nums > len(candidates) and not vendor.may_reuse_devices(
+            candidates, request, ctx.annotations
+        ):
             raise _Unfit(reasons.NODE_INSUFFICIENT_DEVICE)
         quota_fits = _quota_fits(ctx, vendor, allocated, position)
         fit_ctx = FitContext(ctx.annotations, ctx.namespace, ctx.gpu_policy, node, quota_fits)
@@ -125,7 +127,10 @@ def _fit_container(
             device = by_id.get(chosen.uuid)
             if device is None:
                 raise _Unfit(reasons.device_not_found(chosen.uuid, node.name))
-            final.append(vendor.add_usage(device, chosen))
+            try:
+                final.append(vendor.add_usage(device, chosen))
+            except AddUsageError as exc:
+                raise _Unfit(reasons.add_usage_failed(chosen.uuid, str(exc))) from None
         result[key] = tuple(final)
     return result
 

@@ -120,15 +120,80 @@ PodDevices = Mapping[str, PodSingleDevice]
 
 
 @dataclass(frozen=True, slots=True)
+class MigInstance:
+    """The runtime identity HAMi's device plugin adds to a MIG allocation once it created the instance."""
+
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    """One MIG instance a pod holds on a GPU (HAMi `MigAllocation` in `MigAllocationsInUse`)."""
+
+    profile: str
+    placement: MigPlacement
+    instance: MigInstance | None = None
+
+    def key(self) -> tuple[int, int, str, str, int, int]:
+        """Sort key: by placement, then the rest (None's identity sorts first)."""
+        i = self.instance or MigInstance("", -1, -1)
+        return (
+            self.placement.start,
+            self.placement.size,
+            self.profile,
+            i.uuid,
+            i.gpu_instance_id,
+            i.compute_instance_id,
+        )
+
+
+def _merged(a: tuple[MigSlice, ...], b: tuple[MigSlice, ...]) -> tuple[MigSlice, ...]:
+    return tuple(sorted((*a, *b), key=MigSlice.key)) if a and b else a or b
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceUse:
-    """Capacity of one device taken by existing reservations."""
+    """Capacity of one device taken by existing reservations.
+
+    `mig` are the MIG instances held on the device (sorted, a multiset: equal uses compare equal) and
+    `mig_slots` the slots of the pods that hold it with a MIG allocation; on a `mig`-mode device a slot
+    without one means a pod holds it without a known placement, which makes the device unhealthy
+    (`app.core.mig`, reference §4.2).
+    """
 
     slots: int = 0
     mem: int = 0
     cores: int = 0
+    mig_slots: int = 0
+    mig: tuple[MigSlice, ...] = ()
 
     def plus(self, other: DeviceUse) -> DeviceUse:
-        return DeviceUse(self.slots + other.slots, self.mem + other.mem, self.cores + other.cores)
+        return DeviceUse(
+            self.slots + other.slots,
+            self.mem + other.mem,
+            self.cores + other.cores,
+            self.mig_slots + other.mig_slots,
+            _merged(self.mig, other.mig),
+        )
+
+    def minus(self, other: DeviceUse) -> DeviceUse:
+        """This use without `other` (one of the reservations it is the sum of)."""
+        mig = self.mig
+        if other.mig:
+            remaining = list(mig)
+            for held in other.mig:
+                if held in remaining:
+                    remaining.remove(held)
+            mig = tuple(remaining)
+        return DeviceUse(
+            self.slots - other.slots,
+            self.mem - other.mem,
+            self.cores - other.cores,
+            self.mig_slots - other.mig_slots,
+            mig,
+        )
 
 
 # device UUID -> use, for one node (HAMi matches usage to devices by UUID only).

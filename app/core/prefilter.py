@@ -15,6 +15,10 @@ So, with a vendor's batch classification of every device on the pre-pod node (`a
   follows from per-check counts alone (`failure_reason`), unless the NUMA-binding runs or the namespace quota
   could reject a device: those depend on the order in which devices are tried. `quota_is_slack` tells when
   the quota cannot reject anything this pod could take.
+
+Nodes with a `mig`-mode device or with MIG slices in use are outside these rules (one MIG GPU may serve
+several of `nums`; the MIG check reads the slices in use and the MIG health rules depend on them): the
+screening never rejects them and leaves their reasons to the full evaluation (`DeviceColumns.mig`).
 """
 
 from __future__ import annotations

@@ -35,3 +35,7 @@ def gen_reason(counts: Mapping[str, int], total: int) -> str:
 
 def device_not_found(uuid: str, node: str) -> str:
     return f'Device with UUID "{uuid}" not found on node {node} after Fit'
+
+
+def add_usage_failed(uuid: str, error: str) -> str:
+    return f"AddResourceUsage failed for device {uuid}: {error}"

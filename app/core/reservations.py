@@ -3,7 +3,8 @@
 The API server is the truth: a pod with `hami.io/vgpu-node` and an allocation annotation holds devices
 until it is deleted or reaches Succeeded/Failed (terminating pods keep theirs, #1368). This module turns
 such a pod into a `Reservation` — used by the `explain` command, by the registration worker's ledger
-reconciliation and by rebuilds — so all of them count usage identically.
+reconciliation and by rebuilds — so all of them count usage identically. The MIG slices it holds come from
+`hami.io/vgpu-mig-allocations` (`app.core.mig`), runtime identity included once the device plugin wrote it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core import pods
+from app.core import mig, pods
 from app.core.codec import CodecError, decode_pod_single_device
 from app.core.decision import ASSIGNED_NODE
 from app.core.model import DeviceUse, NodeUse, PodDevices
@@ -28,7 +29,7 @@ class Reservation:
     name: str
     node: str
     devices: PodDevices  # collapsed: one group per vendor
-    uses: Mapping[str, DeviceUse]  # device UUID -> capacity
+    uses: Mapping[str, DeviceUse]  # device UUID -> capacity, MIG slices included
     quota_use: Mapping[str, int]  # quota resource -> amount
     init_released: bool = False
 
@@ -80,13 +81,14 @@ def reservation_from_pod(
     init_count = len(pods.init_containers(pod))
     released = init_count > 0 and init_containers_done(pod)
     collapsed = collapse_pod(raw, init_count, include_init=not released)
+    slices = mig.pod_allocations(annotations)  # every entry, init containers' too (as HAMi counts them)
     return Reservation(
         uid=pods.uid(pod),
         namespace=pods.namespace(pod),
         name=pods.name(pod),
         node=annotations[ASSIGNED_NODE],
         devices=collapsed,
-        uses=device_uses(collapsed),
+        uses=device_uses(collapsed, slices),
         quota_use=pod_quota_use(collapsed, vendors),
         init_released=released,
     )

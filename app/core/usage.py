@@ -9,8 +9,9 @@ form; node usage is the sum of collapsed reservations, matched to devices by UUI
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from app.core import mig
 from app.core.model import (
     ContainerDevice,
     ContainerDevices,
@@ -21,6 +22,8 @@ from app.core.model import (
     PodDevices,
     PodSingleDevice,
 )
+
+_NO_USE = DeviceUse()
 
 
 def _slots(device: ContainerDevice) -> int:
@@ -83,15 +86,22 @@ def collapse_pod(devices: PodDevices, init_count: int, *, include_init: bool = T
     }
 
 
-def device_uses(collapsed: PodDevices) -> dict[str, DeviceUse]:
-    """UUID -> capacity taken by one (collapsed) pod allocation."""
+def device_uses(collapsed: PodDevices, slices: Sequence[mig.MigAllocation] = ()) -> dict[str, DeviceUse]:
+    """UUID -> capacity taken by one (collapsed) pod allocation, with the pod's MIG slices (`mig.attach`)."""
     uses: dict[str, DeviceUse] = {}
     for containers in collapsed.values():
         for devices in containers:
             for d in devices:
                 use = DeviceUse(_slots(d), d.usedmem, d.usedcores)
                 uses[d.uuid] = uses[d.uuid].plus(use) if d.uuid in uses else use
-    return uses
+    return mig.attach(uses, slices) if slices else uses
+
+
+def allocation_uses(devices: PodDevices, init_count: int) -> dict[str, DeviceUse]:
+    """What a new allocation holds: exactly what `reservations.reservation_from_pod` reads back from the
+    annotations written for it (the device lists and the MIG allocations)."""
+    slices = [entry for containers in devices.values() for entry in mig.allocations(containers)]
+    return device_uses(collapse_pod(devices, init_count), slices)
 
 
 def sum_uses(reservations: Iterable[Mapping[str, DeviceUse]]) -> dict[str, DeviceUse]:
@@ -110,10 +120,12 @@ def same_use(a: NodeUse, b: NodeUse) -> bool:
 
 
 def working_devices(node: NodeDevices, use: NodeUse) -> list[DeviceUsage]:
-    """The node's devices in registration order with existing usage applied (HAMi getNodesUsage)."""
+    """The node's devices in registration order with existing usage applied (HAMi getNodesUsage), MIG
+    slices in use and the MIG health rules included (`app.core.mig`)."""
     devices = []
+    stray = mig.stray_slices(node, use)
     for d in node.devices:
-        taken = use.get(d.id, DeviceUse())
+        taken = use.get(d.id, _NO_USE)
         devices.append(
             DeviceUsage(
                 id=d.id,
@@ -127,8 +139,9 @@ def working_devices(node: NodeDevices, use: NodeUse) -> list[DeviceUsage]:
                 mode=d.mode,
                 numa=d.numa,
                 type=d.type,
-                health=d.health,
+                health=mig.healthy(d, taken, stray),
                 mig_profiles=d.mig_profiles,
+                mig_in_use=[s.placement for s in taken.mig],
             )
         )
     return devices

@@ -31,6 +31,10 @@ class AdmissionError(ValueError):
     """The webhook must reject the pod with this message (HAMi `Errored(500, err)`)."""
 
 
+class AddUsageError(ValueError):
+    """A device chosen by `fit` cannot be accounted (HAMi `AddResourceUsage` failed, e.g. no MIG slice)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceNames:
     count: str
@@ -95,8 +99,16 @@ class Vendor(Protocol):
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """Choose devices for one container from `devices` (sorted; consumed from the end)."""
 
+    def may_reuse_devices(
+        self, devices: Sequence[DeviceUsage], request: DeviceRequest, annotations: Mapping[str, str]
+    ) -> bool:
+        """True when one of `devices` may serve several of `request.nums` (NVIDIA MIG slices, HAMi
+        `isMIGRequest`): the core then does not require `nums` candidates (`NodeInsufficientDevice`)."""
+
     def add_usage(self, device: DeviceUsage, chosen: ContainerDevice) -> ContainerDevice:
-        """Account `chosen` on `device` (mutating the working copy); returns the final allocation."""
+        """Account `chosen` on `device` (mutating the working copy); returns the final allocation.
+
+        Raises AddUsageError when it cannot be accounted."""
 
     def pod_annotations(self, devices: PodSingleDevice) -> dict[str, str]:
         """The annotations recording this vendor's allocation on the pod."""

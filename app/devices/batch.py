@@ -33,7 +33,9 @@ class DeviceColumns:
     Rows of nodes with fewer devices are padded with `present == False`. `types`/`modes` are the distinct
     strings that `type_code`/`mode_code` index.
     Usage columns (`used`, `usedmem`, `usedcores`) hold the existing reservations, as `working_devices`
-    applies them.
+    applies them. `mig` marks the devices whose fit the array checks cannot judge: `mig`-mode devices (one
+    may serve several slices, within the placements free) and devices with MIG slices in use (whose health
+    depends on them, `app.core.mig`); a node with any is always evaluated fully.
     """
 
     present: Bools
@@ -47,6 +49,7 @@ class DeviceColumns:
     used: Ints
     usedmem: Ints
     usedcores: Ints
+    mig: Bools
     types: Sequence[str]
     modes: Sequence[str]
     ids: Objects
@@ -70,6 +73,7 @@ class DeviceColumns:
             self.used[rows],
             self.usedmem[rows],
             self.usedcores[rows],
+            self.mig[rows],
             self.types,
             self.modes,
             self.ids,

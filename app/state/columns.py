@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from app.core.mig import MIG_MODE
 from app.core.model import DeviceInfo, DeviceUse, NodeDevices, NodeUse
 from app.core.score import node_score
 from app.core.usage import working_devices
@@ -31,6 +32,11 @@ _PADDING: _Cell = (False, "", False, False, "", "", 0, 0, 0)  # the cell of a sl
 
 def _cell(node: NodeDevices, d: DeviceInfo) -> _Cell:
     return (True, d.id, d.health, d.id in node.cordoned, d.type, d.mode, d.count, d.devmem, d.devcore)
+
+
+def _mig(device: DeviceInfo, taken: DeviceUse) -> bool:
+    """The cell the array checks cannot judge (`DeviceColumns.mig`)."""
+    return device.mode == MIG_MODE or bool(taken.mig)
 
 
 def _code(table: dict[str, int], value: str) -> int:
@@ -77,8 +83,10 @@ class NodeTable:
             columns.used[row, slot] = taken.slots
             columns.usedmem[row, slot] = taken.mem
             columns.usedcores[row, slot] = taken.cores
+            columns.mig[row, slot] = _mig(device, taken)
         padding = slice(len(node.devices), None)
         columns.used[row, padding] = columns.usedmem[row, padding] = columns.usedcores[row, padding] = 0
+        columns.mig[row, padding] = False
         self.score[row] = node_score(working_devices(node, use))
         self.stamp[row] = self._next_stamp
         self._next_stamp += 1
@@ -149,6 +157,7 @@ class NodeTable:
             used=np.zeros(shape, np.int64),
             usedmem=np.zeros(shape, np.int64),
             usedcores=np.zeros(shape, np.int64),
+            mig=np.zeros(shape, bool),
             types=tuple(type_table),
             modes=tuple(mode_table),
             ids=np.array(ids, object).reshape(shape),
@@ -165,9 +174,11 @@ def with_row_usage(table: NodeTable, row: int, use: Mapping[str, DeviceUse]) -> 
     assert columns is not None
     node = table.nodes[row]
     used, usedmem, usedcores = columns.used.copy(), columns.usedmem.copy(), columns.usedcores.copy()
+    mig = columns.mig.copy()
     for slot, device in enumerate(node.devices):
         taken = use.get(device.id, _NO_USE)
         used[row, slot], usedmem[row, slot], usedcores[row, slot] = taken.slots, taken.mem, taken.cores
+        mig[row, slot] = _mig(device, taken)
     copy = DeviceColumns(
         columns.present,
         columns.health,
@@ -180,6 +191,7 @@ def with_row_usage(table: NodeTable, row: int, use: Mapping[str, DeviceUse]) -> 
         used,
         usedmem,
         usedcores,
+        mig,
         columns.types,
         columns.modes,
         columns.ids,

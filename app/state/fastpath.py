@@ -76,9 +76,7 @@ def without_own(use: NodeUse, own: Mapping[str, DeviceUse]) -> dict[str, DeviceU
     for device, taken in own.items():
         current = result.get(device)
         if current is not None:
-            result[device] = DeviceUse(
-                current.slots - taken.slots, current.mem - taken.mem, current.cores - taken.cores
-            )
+            result[device] = current.minus(taken)
     return result
 
 

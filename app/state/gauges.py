@@ -14,7 +14,8 @@ says when the worker last confirmed it (a render, or a touch when nothing change
 file the worker stopped maintaining (`age`) and leaves it out once older than `max_age`.
 
 Names, labels (with HAMi's constant `zone="vGPU"`) and values are HAMi's: memory in bytes (MiB × 1048576),
-cores and shares raw, `container_index` always 0 (usage is collapsed per pod, quirk #39). Label values are
+cores and shares raw, `container_index` always 0 (usage is collapsed per pod, quirk #39); MIG instances
+from the slices in use (their runtime identity comes with the pods' MIG allocations). Label values are
 escaped as the text format requires (backslash, double quote, newline); every family is written once,
 HELP and TYPE first, all its samples together.
 """
@@ -28,6 +29,7 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
+from app.core.mig import MIG_MODE
 from app.core.model import DeviceInfo, DeviceUse
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
@@ -51,6 +53,7 @@ FAMILIES = (
     ("hami_vgpu_core_allocated_ratio", "GPU cores of a pod"),
     ("hami_resource_quota_used", "Quota used"),
     ("hami_resource_quota_limit", "Quota limit"),
+    ("hami_node_gpu_mig_instance_info", "Realized MIG instance identity and scheduler placement"),
 )
 NAMES = frozenset(name for name, _ in FAMILIES)
 
@@ -117,7 +120,8 @@ def _pods(view: UsageView) -> Iterator[str]:
     for entry in view.entries.values():
         pod = f'namespace="{escape(entry.namespace)}",node="{escape(entry.node)}",pod="{escape(entry.name)}"'
         for uuid, use in entry.uses.items():
-            rows.append((f'{pod},container_index="0",device_uuid="{escape(uuid)}",{ZONE}', use))
+            if use.slots:  # not the MIG slices of a GPU the pod's device list does not name
+                rows.append((f'{pod},container_index="0",device_uuid="{escape(uuid)}",{ZONE}', use))
     yield from _family(
         7, (f"hami_vgpu_memory_allocated_bytes{{{labels}}} {u.mem * MIB}\n" for labels, u in rows)
     )
@@ -142,12 +146,38 @@ def _quotas(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
     yield from _family(10, limited)
 
 
+def _mig_instances(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceUse]]) -> Iterator[str]:
+    """One sample per MIG instance the device plugin realized (its identity is in the pod's allocation) on
+    a `mig` device; an instance two containers of a pod share is one sample."""
+    lines: list[str] = []
+    nodes = snapshot.nodes if snapshot else {}
+    for name, node_use in usage.items():
+        record = nodes.get(name)
+        if record is None or not any(use.mig for use in node_use.values()):
+            continue
+        for d in record.devices.devices:
+            use = node_use.get(d.id)
+            if use is None or d.mode != MIG_MODE:
+                continue
+            head = f'node="{escape(name)}",device_uuid="{escape(d.id)}",device_index="{d.index}"'
+            realized = {(s.instance, s.profile, s.placement) for s in use.mig if s.instance is not None}
+            for i, profile, p in sorted(realized, key=lambda r: (r[2].start, r[2].size, r[1], r[0].uuid)):
+                lines.append(
+                    f'hami_node_gpu_mig_instance_info{{{head},mig_uuid="{escape(i.uuid)}",'
+                    f'profile="{escape(profile)}",gpu_instance_id="{i.gpu_instance_id}",'
+                    f'compute_instance_id="{i.compute_instance_id}",placement_start="{p.start}",'
+                    f'placement_size="{p.size}",{ZONE}}} 1\n'
+                )
+    yield from _family(11, lines)
+
+
 def render(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
     """The exposition text in chunks: each family's HELP and TYPE, then its samples a batch at a time, so
     a writer never holds more than one batch of lines (plus the per-device labels shared by 7 families)."""
     yield from _devices(snapshot, view.nodes)
     yield from _pods(view)
     yield from _quotas(snapshot, view)
+    yield from _mig_instances(snapshot, view.nodes)
 
 
 def write(state_dir: Path, snapshot: Snapshot | None, view: UsageView) -> int:

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
-from app.core.model import DeviceUse
+from app.core.model import DeviceUse, MigInstance, MigPlacement, MigSlice
 
 LEDGER_FILE = "ledger.db"
 ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
@@ -112,12 +112,37 @@ class RowState(NamedTuple):
     updated_at: float
 
 
+def _slice(s: MigSlice) -> list[object]:
+    item: list[object] = [s.placement.start, s.placement.size, s.profile]
+    if s.instance is not None:
+        item += [s.instance.uuid, s.instance.gpu_instance_id, s.instance.compute_instance_id]
+    return item
+
+
 def _encode_uses(uses: Mapping[str, DeviceUse]) -> bytes:
-    return orjson.dumps([[uuid, u.slots, u.mem, u.cores] for uuid, u in sorted(uses.items())])
+    """`[[uuid, slots, mem, cores], ...]`; a use with MIG slices adds `mig_slots, [[start, size, profile
+    (, mig uuid, gpu instance, compute instance)], ...]` (rows written before MIG support decode too)."""
+    rows: list[list[object]] = []
+    for uuid, u in sorted(uses.items()):
+        row: list[object] = [uuid, u.slots, u.mem, u.cores]
+        if u.mig or u.mig_slots:
+            row += [u.mig_slots, [_slice(s) for s in u.mig]]
+        rows.append(row)
+    return orjson.dumps(rows)
+
+
+def _decode_slice(item: list[Any]) -> MigSlice:
+    instance = MigInstance(item[3], item[4], item[5]) if len(item) > 3 else None
+    return MigSlice(item[2], MigPlacement(item[0], item[1]), instance)
 
 
 def _decode_uses(raw: bytes) -> dict[str, DeviceUse]:
-    return {uuid: DeviceUse(slots, mem, cores) for uuid, slots, mem, cores in orjson.loads(raw)}
+    uses = {}
+    for row in orjson.loads(raw):
+        uuid, slots, mem, cores, *mig = row
+        slices = tuple(_decode_slice(item) for item in mig[1]) if mig else ()
+        uses[uuid] = DeviceUse(slots, mem, cores, mig[0] if mig else 0, slices)
+    return uses
 
 
 def _entry(row: tuple[object, ...]) -> Entry:

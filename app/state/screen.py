@@ -4,6 +4,8 @@ For each request step of the pod, the vendor's batch classification (`BatchFit`)
 every node pass its Fit checks; a node whose devices cannot serve some step cannot fit (`may_fit`). When
 the steps up to a node's first failing one are all exact (pre-pod steps, no NUMA binding, a quota that
 cannot bite), the node's failure reason is known without evaluating it, in HAMi's text (`reasons`).
+Nodes with devices the array checks cannot judge (`DeviceColumns.mig`) are never rejected and their
+reasons never stated here: they are always evaluated fully.
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ class Screen:
         for c in self._classified:
             if c is not None and (c.step.pristine or monotone):
                 self.may_fit &= c.fits
+        self._unjudged = (columns.mig & columns.present).any(axis=1)
+        self.may_fit |= self._unjudged
 
     def _vendor_keys(self) -> set[str]:
         return {c.step.request.type for c in self._classified if c is not None}
@@ -141,7 +145,7 @@ class Screen:
         """
         texts = np.full(len(self.may_fit), None, object)
         known = np.zeros(len(self.may_fit), bool)
-        undecided = np.ones(len(self.may_fit), bool)  # no earlier step fails on this node
+        undecided = ~self._unjudged  # screening can judge the node and no earlier step fails on it
         for c, exact in zip(self._classified, self._exact, strict=True):
             if c is None or not exact:
                 break

@@ -23,13 +23,14 @@ from app.state.ledger import Changes, Entry, Ledger
 TOUCHED_HISTORY = 256  # refreshes remembered by touched_since
 
 
+_ZERO = DeviceUse()
+
+
 def _add(target: dict[str, DeviceUse], uses: Mapping[str, DeviceUse], sign: int) -> None:
     for uuid, use in uses.items():
-        current = target.get(uuid, DeviceUse())
-        updated = DeviceUse(
-            current.slots + sign * use.slots, current.mem + sign * use.mem, current.cores + sign * use.cores
-        )
-        if updated == DeviceUse():
+        current = target.get(uuid, _ZERO)
+        updated = current.plus(use) if sign > 0 else current.minus(use)
+        if updated == _ZERO:
             target.pop(uuid, None)
         else:
             target[uuid] = updated

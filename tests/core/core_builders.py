@@ -7,11 +7,11 @@ Kept in a uniquely named module (the test folders have no `__init__.py`, so pyte
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from app.core.decision import Decision, Policies, decide, pod_context
 from app.core.fit import PodContext
-from app.core.model import DeviceInfo, DeviceUse, NodeDevices, QuotaView
+from app.core.model import DeviceInfo, DeviceUse, MigProfile, NodeDevices, QuotaView
 from app.core.vendor import Vendor
 from app.devices.nvidia import Nvidia, NvidiaConfig
 
@@ -32,6 +32,7 @@ def gpu(
     mode: str = "hami-core",
     health: bool = True,
     pair: Mapping[str, int] | None = None,
+    mig_profiles: tuple[MigProfile, ...] = (),
 ) -> DeviceInfo:
     return DeviceInfo(
         id=uuid,
@@ -44,6 +45,7 @@ def gpu(
         mode=mode,
         health=health,
         vendor="NVIDIA",
+        mig_profiles=mig_profiles,
         pair_scores=dict(pair or {}),
     )
 
@@ -121,3 +123,28 @@ def run(
     ctx = context(the_pod, gpu_policy=gpu_policy, node_policy=node_policy, quota=quota, vendors=vendors)
     by_name = {n.name: n for n in nodes}
     return decide(ctx, [n.name for n in nodes], by_name, usage or {}, vendors)
+
+
+class ScenarioLike(Protocol):
+    """What the hypothesis scenarios of core_strategies and test_mig_fit have in common."""
+
+    @property
+    def pod(self) -> Mapping[str, Any]: ...
+    @property
+    def nodes(self) -> Sequence[NodeDevices]: ...
+    @property
+    def usage(self) -> Mapping[str, Mapping[str, DeviceUse]]: ...
+    @property
+    def gpu_policy(self) -> str: ...
+    @property
+    def node_policy(self) -> str: ...
+
+
+def run_scenario(scenario: ScenarioLike) -> Decision:
+    return run(
+        scenario.pod,
+        scenario.nodes,
+        scenario.usage,
+        gpu_policy=scenario.gpu_policy,
+        node_policy=scenario.node_policy,
+    )

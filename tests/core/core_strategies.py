@@ -8,7 +8,7 @@ from typing import Any, Literal
 from core_builders import ctr, gpu, node, pod
 from hypothesis import strategies as st
 
-from app.core.model import DeviceInfo, DeviceUse, NodeDevices
+from app.core.model import DeviceInfo, DeviceUse, MigPlacement, MigProfile, MigSlice, NodeDevices
 
 GPU_POLICIES = [
     "spread",
@@ -46,44 +46,87 @@ class Scenario:
     node_policy: str
 
 
+def _profile(
+    name: str, memory: int, core: int, slices: int, starts: range | tuple[int, ...], size: int
+) -> MigProfile:
+    return MigProfile(name, memory, core, slices, tuple(MigPlacement(s, size) for s in starts))
+
+
+# What a device plugin registers for an A100 40GB in MIG mode, and a smaller variant (1g and 2g only, so
+# that requests fall back to larger profiles and run out of placements).
+A100_MIG = (
+    _profile("1g.5gb", 4864, 14, 1, range(7), 1),
+    _profile("2g.10gb", 9984, 28, 2, (0, 2, 4), 2),
+    _profile("3g.20gb", 20096, 42, 3, (0, 4), 4),
+    _profile("4g.20gb", 20096, 57, 4, (0,), 4),
+    _profile("7g.40gb", 40192, 100, 7, (0,), 8),
+)
+MIG_PROFILE_SETS = [(), A100_MIG, A100_MIG, A100_MIG[:2]]
+
+
 @st.composite
 def devices(draw: st.DrawFn, prefix: str) -> tuple[DeviceInfo, ...]:
     size = draw(st.sampled_from([1, 2, 3, 4, 4]))
     result = []
     for index in range(size):
         uuid = f"{prefix}-GPU-{index}"
+        mode = draw(st.sampled_from(["hami-core"] * 7 + ["mig", "mig", ""]))
         result.append(
             gpu(
                 uuid,
                 index,
-                count=draw(st.sampled_from([0, 1, 2, 4, 10, 10, 10])),
+                count=draw(st.sampled_from([0, 1, 2, 4, 10, 10, 10] + ([7, 7, 7] if mode == "mig" else []))),
                 mem=draw(st.sampled_from([0, 1000, 8000, 16384, 32768, 32768, 40960])),
                 core=draw(st.sampled_from([0, 50, 100, 100, 100, 200])),
                 type=draw(st.sampled_from(TYPES)),
                 numa=draw(st.integers(0, 1)),
-                mode=draw(st.sampled_from(["hami-core"] * 8 + ["mig", ""])),
+                mode=mode,
                 health=draw(st.sampled_from([True] * 9 + [False])),
                 pair={
                     f"{prefix}-GPU-{other}": draw(st.integers(0, 200))
                     for other in range(size)
                     if other != index
                 },
+                mig_profiles=draw(st.sampled_from(MIG_PROFILE_SETS)) if mode == "mig" else (),
             )
         )
     return tuple(result)
 
 
+def _slices(draw: st.DrawFn, profiles: tuple[MigProfile, ...]) -> tuple[MigSlice, ...]:
+    """Slices other pods hold: registered placements, possibly overlapping (the fit must avoid them all)."""
+    choices = [MigSlice(p.name, placement) for p in profiles for placement in p.placements]
+    if not choices:
+        return ()
+    return tuple(sorted(draw(st.lists(st.sampled_from(choices), max_size=3)), key=MigSlice.key))
+
+
 @st.composite
 def existing_use(draw: st.DrawFn, devs: tuple[DeviceInfo, ...]) -> dict[str, DeviceUse]:
-    """Usage of other pods; may exceed capacity (a device that is over-committed must never be chosen)."""
+    """Usage of other pods; may exceed capacity (a device that is over-committed must never be chosen).
+
+    On `mig` devices the pods hold MIG slices, usually with an allocation for every slot (else the device is
+    unhealthy); rarely a `hami-core` device or a GPU the node does not have holds slices (both fail closed).
+    """
     use = {}
     for d in devs:
         if draw(st.integers(0, 2)) == 0:
+            slots = draw(st.integers(0, max(d.count, 1)))
+            slices = (
+                _slices(draw, d.mig_profiles or A100_MIG)
+                if d.mode == "mig" or draw(st.integers(0, 9)) == 0
+                else ()
+            )
+            placed = slots if slices and draw(st.integers(0, 4)) else 0
             use[d.id] = DeviceUse(
-                draw(st.integers(0, max(d.count, 1))),
+                slots,
                 draw(st.integers(0, d.devmem + 1000)),
                 draw(st.integers(0, d.devcore + 10)),
+                placed,
+                slices,
             )
+    if devs and draw(st.integers(0, 19)) == 0:
+        use["GPU-elsewhere"] = DeviceUse(mig=_slices(draw, A100_MIG))
     return use
 
 

@@ -93,7 +93,10 @@ def test_values_are_read() -> None:
             {"migProfileAllowlist": [{"profiles": [1]}]},
             r"migProfileAllowlist\[0\].profiles: expected strings",
         ),
-        ({"migProfileAllowlist": [{"profiles": ["5gb"]}]}, r"invalid profile '5gb' \(want <N>g.<...>\)"),
+        (
+            {"migProfileAllowlist": [{"models": ["A100"], "profiles": ["5gb"]}]},
+            r"invalid profile '5gb' \(want <N>g.<...>\)",
+        ),
     ],
     ids=[
         "not-a-mapping",

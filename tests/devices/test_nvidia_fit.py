@@ -163,7 +163,7 @@ CHECK_ORDER = [
         ctx(),
         "1/1 CardComputeUnitsExhausted",
     ),
-    ("mig-fails-closed", [dev(mode="mig")], req(memreq=1), ctx(), "1/1 CardMigTopologyInfeasible"),
+    ("mig-without-profiles", [dev(mode="mig")], req(memreq=1), ctx(), "1/1 CardMigTopologyInfeasible"),
 ]
 
 

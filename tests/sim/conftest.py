@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from sim.kube import Kube
 from sim.testing import REPO_ROOT, EmulatorHandle, EmulatorOptions, run_emulator
 
 KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"
@@ -19,6 +20,18 @@ def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
     options = EmulatorOptions(pod_deletion_delay=0.3, bookmark_interval=0.2, fault_seed=7)
     with run_emulator(tmp_path / "sim", options=options) as handle:
         yield handle
+
+
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[Kube]:
+    """The simulator's own thin client (sim/kube.py) on a fresh emulator, for the simulated nodes' tests."""
+    options = EmulatorOptions(pod_deletion_delay=0.2, bookmark_interval=0.2)
+    with run_emulator(tmp_path / "kube", options=options) as handle:
+        client_ = Kube.from_kubeconfig(handle.kubeconfig)
+        try:
+            yield client_
+        finally:
+            client_.close()
 
 
 @pytest.fixture

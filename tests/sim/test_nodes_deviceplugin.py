@@ -5,8 +5,6 @@ fallback), plus the kubelet's Running/Succeeded/Failed transitions."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,21 +14,10 @@ from sim import podutil
 from sim.deviceplugin import TO_ALLOCATE, AllocateError, DevicePlugin, Kubelets, PluginConfig, Stats
 from sim.kube import Kube, node_path, pod_path
 from sim.nodes import ClusterSpec, build_cluster, register_nodes
-from sim.testing import EmulatorOptions, run_emulator, wait_for
+from sim.testing import wait_for
 
 LOCK = "hami.io/mutex.lock"
 PHASE = "hami.io/bind-phase"
-
-
-@pytest.fixture
-def kube(tmp_path: Path) -> Iterator[Kube]:
-    options = EmulatorOptions(pod_deletion_delay=0.2, bookmark_interval=0.2)
-    with run_emulator(tmp_path / "sim", options=options) as handle:
-        client = Kube.from_kubeconfig(handle.kubeconfig)
-        try:
-            yield client
-        finally:
-            client.close()
 
 
 @pytest.fixture

@@ -2,8 +2,11 @@
 
 `fit.fit` visits devices one by one and counts, for each, the first check it fails; a device that fails
 none is chosen. Apart from the NUMA-binding runs and the namespace quota (both depend on the devices chosen
-so far), each check reads only the device and the request, so the first failing check of every device can
-be computed with array operations in the same order: that is this module. Keep it in step with `fit.py`:
+so far) and the MIG placement check 13 (it depends on the slices in use, which the columns do not hold, and
+on the slices chosen so far), each check reads only the device and the request, so the first failing check
+of every device can be computed with array operations in the same order: that is this module. A `mig`-mode
+device that passes checks 1-12 is classified as passing; the fast path evaluates nodes with such devices
+fully (`DeviceColumns.mig`). Keep it in step with `fit.py`:
 the order of the `_fail` calls below is the order of the checks there, and
 tests/devices/test_nvidia_batch.py compares both on random devices.
 """
@@ -32,7 +35,6 @@ REASONS: tuple[str, ...] = (
     r.CARD_INSUFFICIENT_MEMORY,
     r.CARD_INSUFFICIENT_CORE,
     r.CARD_COMPUTE_UNITS_EXHAUSTED,
-    r.CARD_MIG_TOPOLOGY_INFEASIBLE,
 )
 _CODE = {key: code for code, key in enumerate(REASONS) if key}
 
@@ -83,7 +85,4 @@ def classify(
     if cores == 0:
         exhausted = (columns.totalcore != 0) & (columns.usedcores == columns.totalcore)
         _fail(codes, exhausted, r.CARD_COMPUTE_UNITS_EXHAUSTED)
-    if keys.MIG_MODE in columns.modes:
-        mig = np.array([m == keys.MIG_MODE for m in columns.modes], bool)[columns.mode_code]
-        _fail(codes, mig, r.CARD_MIG_TOPOLOGY_INFEASIBLE)
     return Classified(codes, memreq)

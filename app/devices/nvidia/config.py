@@ -90,6 +90,10 @@ def _mig_allowlist(value: Any) -> tuple[MigAllowlistEntry, ...]:
             raise DeviceConfigError(f"nvidia.migProfileAllowlist[{position}].models: expected strings")
         if not isinstance(profiles, list) or not all(isinstance(p, str) for p in profiles):
             raise DeviceConfigError(f"nvidia.migProfileAllowlist[{position}].profiles: expected strings")
+        if not models or not profiles:
+            raise DeviceConfigError(
+                f"nvidia.migProfileAllowlist[{position}]: must define models and profiles (both non-empty)"
+            )
         for profile in profiles:
             if not _MIG_PROFILE.match(profile):
                 raise DeviceConfigError(

@@ -9,10 +9,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core import codec
-from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
-from app.core.vendor import FitContext, FitOutcome, ResourceNames
+from app.core import mig as core_mig
+from app.core.model import (
+    ContainerDevice,
+    DeviceInfo,
+    DeviceRequest,
+    DeviceUsage,
+    MigAssignment,
+    PodSingleDevice,
+)
+from app.core.vendor import AddUsageError, FitContext, FitOutcome, ResourceNames
 from app.devices.batch import Classified, DeviceColumns
-from app.devices.nvidia import admission, batch, fit, keys, requests
+from app.devices.nvidia import admission, batch, fit, keys, mig, requests
 from app.devices.nvidia.config import NvidiaConfig
 
 
@@ -75,7 +83,12 @@ class Nvidia:
         )
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
-        return fit.fit(devices, request, ctx)
+        return fit.fit(devices, request, ctx, self.config.mig_profile_allowlist)
+
+    def may_reuse_devices(
+        self, devices: Sequence[DeviceUsage], request: DeviceRequest, annotations: Mapping[str, str]
+    ) -> bool:
+        return mig.is_mig_request(devices, request, annotations)
 
     @property
     def reasons(self) -> Sequence[str]:
@@ -88,16 +101,36 @@ class Nvidia:
         return batch.classify(columns, request, annotations, policy)
 
     def add_usage(self, device: DeviceUsage, chosen: ContainerDevice) -> ContainerDevice:
+        """HAMi `AddResourceUsage`; on a `mig` GPU the slice is chosen now (profile and placement), and the
+        allocation takes the profile's memory and cores."""
+        if device.mode == keys.MIG_MODE:
+            profiles = mig.usable_profiles(device, self.config.mig_profile_allowlist)
+            selected = mig.select(profiles, device.mig_in_use, chosen.usedmem)
+            if selected is None:
+                raise AddUsageError("MIG profile and placement allocation failed")
+            profile, placement = selected
+            chosen = dataclasses.replace(
+                chosen,
+                usedmem=profile.memory_mb,
+                usedcores=profile.core,
+                mig=MigAssignment(profile.name, placement),
+            )
+            device.mig_in_use.append(placement)
         device.used += 1
         device.usedcores += chosen.usedcores
         device.usedmem += chosen.usedmem
         return chosen
 
     def pod_annotations(self, devices: PodSingleDevice) -> dict[str, str]:
+        """The device lists (§4.10) and, when some device got a MIG slice, `hami.io/vgpu-mig-allocations`."""
         if not devices:
             return {}
         encoded = codec.encode_pod_single_device(devices)
-        return {keys.TO_ALLOCATE: encoded, keys.ALLOCATED: encoded}
+        annotations = {keys.TO_ALLOCATE: encoded, keys.ALLOCATED: encoded}
+        slices = core_mig.allocations(devices)
+        if slices:
+            annotations[keys.MIG_ALLOCATIONS] = core_mig.encode(slices)
+        return annotations
 
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         return admission.mutate_container(self.config, container, pod)

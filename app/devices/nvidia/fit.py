@@ -3,6 +3,10 @@
 Candidates are tried from the END of the list (the policy sorted the preferred device last). For each
 device the first failing check, in HAMi's order, counts towards the reason string; the order matters
 because it decides which reason a user sees (quota before memory, memory before cores, ...).
+
+A `mig`-mode GPU that passes is tried again at once for another slice of the same container (HAMi's `i++`):
+only placement availability (check 13) limits how many slices one GPU gives a container; its slots, memory
+and cores are not updated between those passes (quirk #12, kept).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from app.core.model import PERCENT_UNSET, ContainerDevice, DeviceRequest, Device
 from app.core.policy import MUTEX, TOPOLOGY, numa_bind, policy_contains
 from app.core.score import i32
 from app.core.vendor import FitContext, FitOutcome
-from app.devices.nvidia import keys
+from app.devices.nvidia import keys, mig
+from app.devices.nvidia.config import MigAllowlistEntry
 
 
 def _entries(value: str) -> list[str]:
@@ -90,7 +95,12 @@ def _best_combination(
     return best
 
 
-def fit(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+def fit(
+    devices: Sequence[DeviceUsage],
+    request: DeviceRequest,
+    ctx: FitContext,
+    allowlist: Sequence[MigAllowlistEntry] = (),
+) -> FitOutcome:
     annotations = ctx.pod_annotations
     original = nums = request.nums
     cores = request.coresreq
@@ -100,7 +110,9 @@ def fit(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext)
     topology = policy_contains(ctx.policy, TOPOLOGY)
     mutex = policy_contains(ctx.policy, MUTEX)
     bind = numa_bind(annotations)
-    for i in range(len(devices) - 1, -1, -1):
+    i = len(devices)
+    while i > 0:
+        i -= 1
         d = devices[i]
         if not d.health:
             counts[r.CARD_NOT_HEALTH] += 1
@@ -149,16 +161,18 @@ def fit(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext)
             counts[r.CARD_COMPUTE_UNITS_EXHAUSTED] += 1
             continue
         if d.mode == keys.MIG_MODE:
-            # MIG slices need placement bookkeeping this scheduler does not do yet: fail closed rather than
-            # hand out a card the device plugin would split differently (docs/compatibility.md).
-            counts[r.CARD_MIG_TOPOLOGY_INFEASIBLE] += 1
-            continue
+            queued = [c.usedmem for c in chosen if c.uuid == d.id]
+            if not mig.fits(mig.usable_profiles(d, allowlist), d.mig_in_use, queued, memreq):
+                counts[r.CARD_MIG_TOPOLOGY_INFEASIBLE] += 1
+                continue
         if nums > 0:
             if not topology:
                 nums -= 1
             chosen.append(candidate)
         if nums == 0 and not topology:
             return FitOutcome(True, tuple(chosen))
+        if d.mode == keys.MIG_MODE:
+            i += 1  # the same GPU again, for another slice
     if topology:
         if len(chosen) == original:
             return FitOutcome(True, tuple(chosen))
