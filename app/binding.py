@@ -5,6 +5,9 @@ Invariants owned here:
   releases OUR lock (never another pod's) and FORGETS the pod's reservation, then answers an Error; a
   failed bind never leaves a node locked by us (HAMi #2214, #2305).
 - The node in the bind request must be the node Filter chose (HAMi never checks, quirk #17).
+- The pod's allocation, as its annotations say, must still fit next to the node's other reservations in
+  this replica's ledger, and is recorded there in the same transaction (app.core.recheck): leader election
+  is no fence, and this keeps two leaders' overlapping decisions from both being bound.
 - The lock is taken whenever any container — init containers included — asks for devices (HAMi skips
   init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock.
 - A binding whose answer was lost but which happened (the pod is bound to our node) counts as a success,
@@ -21,19 +24,26 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import Any
 
 from app.context import Context
 from app.core import nodelock, pods
+from app.core.codec import CodecError
 from app.core.decision import ASSIGNED_NODE, binding_success_event
+from app.core.model import DeviceUse
 from app.core.nodelock import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
+from app.core.recheck import misfit
+from app.core.usage import sum_uses
 from app.core.vendor import InvalidRequest
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
 from app.k8s.nodelock import LockContention, NodeUnreadable, lock_node, release_node_lock
-from app.state.ledger import BOUND
+from app.state.ledger import BOUND, CONFIRMED, Entry
+from app.state.podentry import entry_for
 
 BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
 
@@ -88,6 +98,35 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
                 raise _Failed(str(exc)) from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
+
+
+def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
+    """Re-check the pod's allocation against the other reservations on `node` and record it (a pod another
+    replica filtered is adopted as `confirmed`; our own row keeps its state and age)."""
+    who = f"pod {ref.namespace}/{ref.name}"
+    settings = context.settings
+    try:
+        adopted = entry_for(pod, settings.vendors, settings.scheduler_name, CONFIRMED, context.clock())
+    except (CodecError, pods.PodError) as exc:
+        raise _Failed(f"{who} carries a corrupt device allocation: {exc}") from None
+    if adopted is None:
+        raise _Failed(f"{who} carries no device allocation for node {node}; it will be filtered again")
+    snapshot = context.refresh()
+    record = snapshot.nodes.get(node) if snapshot is not None else None
+    if record is None:
+        raise _Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again")
+    existing = context.ledger.get(ref.uid)
+    if existing is not None:
+        adopted = replace(adopted, state=existing.state, updated_at=existing.updated_at)
+    why = ""
+
+    def check(others: list[dict[str, DeviceUse]], _quota: dict[str, int]) -> Entry | None:
+        nonlocal why
+        why = misfit(record.devices, sum_uses(others), adopted.uses)
+        return None if why else adopted
+
+    if context.ledger.assume(ref.uid, node, check) is None:
+        raise _Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again")
 
 
 REREAD_DELAYS = (0.1, 0.2, 0.4)  # seconds between the re-reads after a failed binding call
@@ -145,6 +184,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
                 raise _Failed(f"failed to get node {node}") from None
             outcome.phases["node_lookup"] = time.perf_counter() - mark
         else:
+            mark = time.perf_counter()
+            _recheck(context, pod, ref, node)
+            outcome.phases["recheck"] = time.perf_counter() - mark
             mark = time.perf_counter()
             # From here on every failure releases the lock if it is ours (the release is owner-checked):
             # a CAS whose answer was lost may have taken it even when _lock ends in an error.

@@ -38,9 +38,9 @@ from app.core import pods
 from app.core.decision import ASSIGNED_NODE, ASSIGNED_TIME
 from app.core.nodelock import BIND_TIME
 from app.core.pods import PodError
-from app.core.reservations import reservation_from_pod
 from app.core.vendor import Vendor
 from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
+from app.state.podentry import entry_for
 from workers.informers import DELETED, Change, by_uid
 
 logger = logging.getLogger(__name__)
@@ -71,35 +71,6 @@ def inflight_since(pod: Mapping[str, Any]) -> float | None:
         if value.isascii() and value.isdigit():
             stamps.append(float(value))
     return max(stamps) if stamps else None
-
-
-def allocation_of(pod: Mapping[str, Any], vendors: Sequence[Vendor]) -> str:
-    """`<vendor>=<allocation annotation>` per vendor, as /filter records it."""
-    annotations = pods.annotations_of(pod)
-    parts = [
-        f"{v.key}={annotations[v.allocated_annotation]}"
-        for v in sorted(vendors, key=lambda v: v.key)
-        if v.allocated_annotation in annotations
-    ]
-    return ";".join(parts)
-
-
-def entry_for(pod: Mapping[str, Any], rules: Rules, state: str, updated_at: float) -> Entry | None:
-    """The pod's reservation row, None when it holds nothing; raises CodecError or PodError when corrupt."""
-    reservation = reservation_from_pod(pod, rules.vendors, rules.scheduler_name)
-    if reservation is None:
-        return None
-    return Entry(
-        uid=reservation.uid,
-        namespace=reservation.namespace,
-        name=reservation.name,
-        node=reservation.node,
-        state=state,
-        uses=reservation.uses,
-        quota=reservation.quota_use,
-        allocation=allocation_of(pod, rules.vendors),
-        updated_at=updated_at,
-    )
 
 
 def same(a: Entry | None, b: Entry | None) -> bool:
@@ -143,7 +114,7 @@ def live_verdict(change: Change, rules: Rules, now: float) -> Verdict:
             return Verdict(uid, remove=True)
         if not is_bound(pod):
             return Verdict(uid)
-        entry = entry_for(pod, rules, BOUND, now)
+        entry = entry_for(pod, rules.vendors, rules.scheduler_name, BOUND, now)
     except ValueError as exc:  # CodecError, PodError or any other malformed value: one pod, never the batch
         return Verdict(by_uid(pod), remove=True, problem=str(exc))
     return Verdict(uid, entry=entry) if entry is not None else Verdict(uid, remove=True)
@@ -164,12 +135,12 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
             if pods.is_terminated(pod) or not pods.annotations_of(pod).get(ASSIGNED_NODE):
                 continue
             if is_bound(pod):
-                entry = entry_for(pod, rules, BOUND, now)
+                entry = entry_for(pod, rules.vendors, rules.scheduler_name, BOUND, now)
             else:
                 since = inflight_since(pod)
                 if since is None or now - since > rules.inflight_ttl:
                     continue
-                entry = entry_for(pod, rules, CONFIRMED, since)
+                entry = entry_for(pod, rules.vendors, rules.scheduler_name, CONFIRMED, since)
         except ValueError as exc:  # CodecError, PodError or any other malformed value
             problems.append((_describe(pod), str(exc)))
             continue

@@ -13,102 +13,22 @@ details", §4.2, §4.10).
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
-from core_builders import VENDORS, context, ctr, gpu, node, pod, run_scenario
-from core_strategies import A100_MIG, GPU_POLICIES, NODE_POLICIES
+from core_builders import VENDORS, context, pod, run_scenario
+from core_strategies import MigScenario, mig_scenarios
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from app.core.decision import allocation_annotations
 from app.core.model import (
     PERCENT_UNSET,
     ContainerDevice,
-    DeviceInfo,
     DeviceUse,
     MigPlacement,
-    MigSlice,
-    NodeDevices,
 )
 from app.core.reservations import reservation_from_pod
 from app.core.usage import allocation_uses, working_devices
 from app.devices.nvidia.mig import overlaps
-
-A100 = "NVIDIA A100-SXM4-40GB"
-
-
-@dataclasses.dataclass(frozen=True)
-class MigScenario:
-    nodes: tuple[NodeDevices, ...]
-    usage: dict[str, dict[str, DeviceUse]]
-    pod: dict[str, Any]
-    gpu_policy: str
-    node_policy: str
-
-
-@st.composite
-def mig_scenarios(draw: st.DrawFn) -> MigScenario:
-    nodes, usage = [], {}
-    for n in range(draw(st.integers(1, 3))):
-        devices = []
-        for index in range(draw(st.integers(1, 3))):
-            mig = draw(st.integers(0, 4)) > 0
-            devices.append(
-                gpu(
-                    f"n{n}-GPU-{index}",
-                    index,
-                    count=7 if mig else 10,
-                    mem=40960,
-                    type=A100,
-                    numa=draw(st.integers(0, 1)),
-                    mode="mig" if mig else "hami-core",
-                    mig_profiles=draw(st.sampled_from([A100_MIG, A100_MIG, A100_MIG[:2], A100_MIG[1:]]))
-                    if mig
-                    else (),
-                )
-            )
-        name = f"node-{n}"
-        nodes.append(node(name, *devices))
-        usage[name] = {d.id: draw(_held(d)) for d in devices if d.mode == "mig" and draw(st.booleans())}
-    containers = [draw(_container(f"app-{i}")) for i in range(draw(st.integers(1, 3)))]
-    inits = [draw(_container(f"init-{i}")) for i in range(draw(st.integers(0, 1)))]
-    if not any(c["resources"] for c in [*inits, *containers]):
-        containers[0] = ctr("app-0", gpu=1)  # the filter passes GPU-less pods through without deciding
-    return MigScenario(
-        tuple(nodes),
-        usage,
-        pod(*containers, init=inits),
-        draw(st.sampled_from(GPU_POLICIES)),
-        draw(st.sampled_from(NODE_POLICIES)),
-    )
-
-
-@st.composite
-def _held(draw: st.DrawFn, device: DeviceInfo) -> DeviceUse:
-    """Slices other pods hold (non-overlapping, as our own decisions leave them), with their allocations."""
-    held: list[MigSlice] = []
-    for _ in range(draw(st.integers(0, 3))):
-        profile = draw(st.sampled_from(device.mig_profiles))
-        placement = draw(st.sampled_from(profile.placements))
-        if not any(overlaps(placement, h.placement) for h in held):
-            held.append(MigSlice(profile.name, placement))
-    profiles = {p.name: p for p in device.mig_profiles}
-    mem = sum(profiles[h.profile].memory_mb for h in held)
-    cores = sum(profiles[h.profile].core for h in held)
-    return DeviceUse(len(held), mem, min(cores, 100), len(held), tuple(sorted(held, key=MigSlice.key)))
-
-
-@st.composite
-def _container(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    if draw(st.integers(0, 4)) == 0:
-        return ctr(name)
-    return ctr(
-        name,
-        gpu=draw(st.integers(1, 4)),
-        mem=draw(st.none() | st.sampled_from([0, 1000, 4864, 5000, 9984, 15000, 20096, 30000])),
-        pct=draw(st.none() | st.none() | st.sampled_from([10, 25, 50])),
-    )
 
 
 def _memreq(container: dict[str, Any], totalmem: int) -> int:
