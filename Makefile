@@ -64,4 +64,4 @@ chart: setup tools
 	bash scripts/check-chart.sh $(TOOLS)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-report.json
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-report.json bench-report*.json chaos-report*.json fuzz-report*.json
