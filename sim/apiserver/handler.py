@@ -13,6 +13,7 @@ import logging
 import select
 import socket
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
@@ -38,6 +39,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "sim-apiserver"
     server: SimServer
+    _logged: bool
+    _log: Callable[[int], None]  # records the current request in the request log (once)
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -70,6 +73,29 @@ class Handler(BaseHTTPRequestHandler):
         route: Route | None = None
         fault: Fault = NO_FAULT
         status = 0
+        self._logged = False
+
+        def log(code: int) -> None:
+            """Record the request once, BEFORE its answer is written: a client that has its answer finds
+            the request in the log."""
+            if self._logged:
+                return
+            self._logged = True
+            self.emulator.requests.add(
+                RequestRecord(
+                    started,
+                    method,
+                    url.path,
+                    url.query,
+                    route.verb if route else "",
+                    route.rtype.key if route else "",
+                    code,
+                    round((time.perf_counter() - clock) * 1000, 3),
+                    fault.fired,
+                )
+            )
+
+        self._log = log
         try:
             route = parse_route(method, url.path, query.get("watch", "") in ("true", "1"))
             fault = self.emulator.faults.decide(method, url.path, route)
@@ -89,19 +115,7 @@ class Handler(BaseHTTPRequestHandler):
         except Exception:
             logger.exception("internal error serving %s %s", method, self.path)
             status = self._finish(api.error_reply(ApiError(500, "Internal error occurred")), fault)
-        self.emulator.requests.add(
-            RequestRecord(
-                started,
-                method,
-                url.path,
-                url.query,
-                route.verb if route else "",
-                route.rtype.key if route else "",
-                status,
-                round((time.perf_counter() - clock) * 1000, 3),
-                fault.fired,
-            )
-        )
+        log(status)  # a watch (when its stream ends), a drop, a client gone
 
     def _answer(
         self, method: str, path: str, route: Route | None, query: dict[str, str], body: bytes
@@ -123,6 +137,7 @@ class Handler(BaseHTTPRequestHandler):
         if fault.lost_response:
             self._drop()
             return 0
+        self._log(reply.code)
         self._send(reply)
         return reply.code
 

@@ -1,6 +1,7 @@
 """A bounded log of the API requests the emulator answered (test hooks are not logged), in completion order.
 
-A request is recorded when it ends, so a watch appears when its stream ends.
+A request is recorded when its answer is ready, just before it is written (a client holding an answer
+finds its request here); a watch when its stream ends, a dropped request when it is dropped.
 
 Tests use it to assert what a component actually sent (verbs, selectors, retries after faults) without
 instrumenting the component itself.
