@@ -69,6 +69,7 @@ class Settings:
     kubeconfig: str = ""
     registration_interval: float = 15.0
     state_metrics_interval: float = 10.0  # seconds between renders of HAMi's gauges (app/state/gauges.py)
+    lock_sweep_interval: float = 30.0  # seconds between the leader's sweeps of abandoned node locks
     worker_metrics_bind: str = "0.0.0.0:9395"
     events_enabled: bool = True
     log_level: str = "INFO"
@@ -241,6 +242,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         kubeconfig=env.get("KUBECONFIG", ""),
         registration_interval=interval,
         state_metrics_interval=state_metrics,
+        lock_sweep_interval=_duration(env, "HAMI_LOCK_SWEEP_INTERVAL", timedelta(seconds=30)).total_seconds(),
         worker_metrics_bind=env.get("HAMI_WORKER_METRICS_BIND") or "0.0.0.0:9395",
         events_enabled=_bool(env, "HAMI_EVENTS", True),
         log_level=(env.get("HAMI_LOG_LEVEL") or "INFO").upper(),

@@ -55,6 +55,14 @@ class WorkerMetrics:
             ["resource", "reason"],
             registry=r,
         )
+        self.lock_sweeps = Counter(
+            "hami_worker_lock_sweeps", "Sweeps of abandoned node locks the leader ran", registry=r
+        )
+        self.locks_released = Counter(
+            "hami_worker_node_locks_released",
+            "Abandoned node locks (hami.io/mutex.lock) the leader's sweep released",
+            registry=r,
+        )
         self.leader = Gauge("hami_worker_leader", "1 while this replica leads", registry=r)
         self.synced = Gauge(
             "hami_worker_synced", "1 while the leader's ledger and inventory are synced", registry=r

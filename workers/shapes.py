@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from app.core.inventory import CORDON_ANNOTATION
+from app.core.nodelock import LOCK_ANNOTATION
 from app.core.vendor import Vendor
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -80,8 +81,9 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
 
 
 def node_shape(vendors: Iterable[Vendor]) -> Shape:
-    """Registration annotations (not `hami.io/mutex.lock`, which changes on every bind), topology labels
-    and the vendors' allocatable device counts."""
+    """Registration annotations, the node lock (for the leader's lock sweeper; `content` ignores it, as it
+    changes on every bind and no registration reads it), topology labels and the vendors' allocatable
+    device counts."""
     counts = {v.resources.count for v in vendors}
 
     def shape(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,7 +93,7 @@ def node_shape(vendors: Iterable[Vendor]) -> Shape:
         metadata["annotations"] = {
             k: v
             for k, v in _mapping(raw.get("annotations")).items()
-            if k.startswith(NODE_ANNOTATION_PREFIX) or k == CORDON_ANNOTATION
+            if k.startswith(NODE_ANNOTATION_PREFIX) or k in (CORDON_ANNOTATION, LOCK_ANNOTATION)
         }
         allocatable = _mapping(_mapping(node.get("status")).get("allocatable"))
         return {"metadata": metadata, "status": {"allocatable": _pick(allocatable, counts)}}
@@ -116,6 +118,11 @@ def lease_shape(lease: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def content(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object without its resourceVersion: equal content means nothing a decision reads changed."""
-    metadata = {k: v for k, v in _mapping(obj.get("metadata")).items() if k != "resourceVersion"}
+    """The object without its resourceVersion and node lock: equal content means nothing a decision or
+    the registration reads changed."""
+    raw = _mapping(obj.get("metadata"))
+    metadata = {k: v for k, v in raw.items() if k != "resourceVersion"}
+    annotations = _mapping(raw.get("annotations"))
+    if LOCK_ANNOTATION in annotations:
+        metadata["annotations"] = {k: v for k, v in annotations.items() if k != LOCK_ANNOTATION}
     return {**obj, "metadata": metadata}

@@ -39,6 +39,7 @@ from config.settings import Settings
 from workers import roles, shapes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
 from workers.informers import DELETED, Change, Informer, by_name, by_uid
+from workers.locksweep import sweep_locks
 from workers.metrics import MetricsServer, WorkerMetrics
 from workers.reconcile import Reconciler, Rules
 from workers.registration import Pass, Registrar, Stamp
@@ -224,6 +225,7 @@ class Worker:
         now = time.monotonic()
         registration = _Timer(self.settings.registration_interval, now, first=0.0)
         sweep = _Timer(SWEEP_EVERY, now, first=0.0)
+        locks = _Timer(self.settings.lock_sweep_interval, now)
         prune = _Timer(PRUNE_EVERY, now)
         audit = _Timer(AUDIT_EVERY, now)
         synced_term = 0
@@ -240,6 +242,8 @@ class Worker:
                     self._dirty.clear()
                     self._register(term)
                 self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
+                if term and term == synced_term and locks.fire(time.monotonic()):
+                    self._sweep_locks(term)
             except Exception:
                 logger.exception("work loop step failed; retrying")
                 self._stop.wait(min(self.settings.leader.retry_period, 2.0))
@@ -315,6 +319,16 @@ class Worker:
             self.metrics.handshakes.labels("error").inc()
             if not exc.not_found:
                 logger.warning("handshake patch failed", extra={"node": stamp.node, "error": exc.message})
+
+    def _sweep_locks(self, term: int) -> None:
+        def leading() -> bool:
+            return self.status.leading_term() == term
+
+        moment = datetime.fromtimestamp(self._clock(), UTC)
+        released = sweep_locks(self._kube, self.nodes.items(), moment, self.settings.nodelock_expire, leading)
+        self.metrics.lock_sweeps.inc()
+        if released:
+            self.metrics.locks_released.inc(len(released))
 
     def _housekeeping(self, synced_leader: bool, sweep: _Timer, prune: _Timer, audit: _Timer) -> None:
         now = time.monotonic()

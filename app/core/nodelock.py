@@ -16,6 +16,9 @@ Rules (HAMi's, with the fixes recorded in docs/compatibility.md):
 - a time further in the future than the timeout (no working clock wrote it; HAMi would honour it until
   then, locking the node for good): treated as expired too;
 - otherwise: contention, a retryable error.
+
+The same rules tell the leader's lock sweeper (workers/locksweep.py) which locks nobody needs any more:
+exactly those any other pod would take over now (`abandoned`).
 """
 
 from __future__ import annotations
@@ -157,6 +160,16 @@ def decide(
             )
         return LockDecision(Verdict.TAKE_OVER, f"lock of {lock.namespace}/{lock.name} expired")
     return LockDecision(Verdict.CONTENDED, f"held by {lock.namespace}/{lock.name}")
+
+
+# No pod can have this name (not a DNS-1123 label), so the sweeper never "re-enters" a lock.
+_SWEEPER = "(lock-sweeper)"
+
+
+def abandoned(value: str, now: datetime, timeout: timedelta, holder: Holder | None = None) -> LockDecision:
+    """Whether a lock is left over: TAKE_OVER (with why) when any other pod would take it over now,
+    NEED_HOLDER when that depends on the holder pod, otherwise CONTENDED (still needed)."""
+    return decide(value, _SWEEPER, _SWEEPER, now, timeout, holder)
 
 
 def contention_message(node: str, timeout: timedelta) -> str:

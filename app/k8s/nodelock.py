@@ -56,7 +56,8 @@ class Acquired:
     reentered: bool = False
 
 
-def _holder(kube: Kube, node: str, value: str, now: datetime) -> Holder:
+def holder_of(kube: Kube, node: str, value: str, now: datetime) -> Holder:
+    """What the API says (one GET) about the pod that `node`'s lock `value` names."""
     lock = nodelock.parse_lock(value)
     try:
         pod = objects.get_pod(kube, lock.namespace, lock.name)
@@ -91,7 +92,7 @@ def lock_node(
             decision = nodelock.decide(value, namespace, name, moment, expire)
             if decision.verdict is Verdict.NEED_HOLDER:
                 assert value is not None
-                holder = _holder(kube, node, value, moment)
+                holder = holder_of(kube, node, value, moment)
                 decision = nodelock.decide(value, namespace, name, moment, expire, holder)
             if decision.verdict is Verdict.CONTENDED:
                 raise LockContention(nodelock.contention_message(node, expire))
@@ -164,3 +165,30 @@ def release_node_lock(
             time.sleep(delay)
     assert last is not None
     raise last
+
+
+def release_abandoned_lock(kube: Kube, node: str, now: datetime, expire: timedelta) -> str:
+    """Delete `node`'s lock if nobody needs it any more (`nodelock.abandoned`: any other pod would take it
+    over now); returns why it was deleted, "" when it was kept, is gone, or changed meanwhile.
+
+    Everything is read fresh from the API (the node, then the holder pod), and the deletion is conditional
+    on the node's resourceVersion, so a lock taken or re-stamped in between is never touched.
+    """
+    try:
+        current = objects.get_node(kube, node)
+        value = objects.annotations_of(current).get(LOCK_ANNOTATION)
+        if value is None:
+            return ""
+        decision = nodelock.abandoned(value, now, expire)
+        if decision.verdict is Verdict.NEED_HOLDER:
+            decision = nodelock.abandoned(value, now, expire, holder_of(kube, node, value, now))
+        if decision.verdict is not Verdict.TAKE_OVER:
+            return ""
+        objects.patch_node_annotations(
+            kube, node, {LOCK_ANNOTATION: None}, resource_version=objects.resource_version(current)
+        )
+    except ApiError as exc:
+        if exc.not_found or exc.conflict:
+            return ""
+        raise
+    return decision.why

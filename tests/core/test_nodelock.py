@@ -14,6 +14,7 @@ from app.core.nodelock import (
     LockParseError,
     LockValue,
     Verdict,
+    abandoned,
     contention_message,
     decide,
     format_lock,
@@ -238,6 +239,35 @@ def test_decide(value: str | None, holder: Holder | None, verdict: Verdict) -> N
     assert decision.verdict is verdict
     if verdict in (Verdict.TAKE_OVER, Verdict.CONTENDED):
         assert decision.why
+
+
+@pytest.mark.parametrize(
+    ("value", "holder", "verdict"),
+    [
+        ("lock", None, Verdict.TAKE_OVER),
+        (_lock(timedelta(seconds=1)), None, Verdict.NEED_HOLDER),
+        (_lock(timedelta(seconds=1)), Holder.GONE, Verdict.TAKE_OVER),
+        (_lock(timedelta(seconds=1)), Holder.ACTIVE, Verdict.CONTENDED),
+        (_lock(FIVE_MIN + timedelta(seconds=1)), Holder.PENDING_ALLOCATION, Verdict.CONTENDED),
+        (_lock(FIVE_MIN + timedelta(seconds=1)), Holder.ACTIVE, Verdict.TAKE_OVER),
+        (format_rfc3339(T0 - timedelta(minutes=1)), None, Verdict.CONTENDED),
+        ("2026-08-01T06:00:00Z,ns,", None, Verdict.TAKE_OVER),
+    ],
+    ids=[
+        "unparsable",
+        "needs-the-holder",
+        "holder-gone",
+        "holder-active",
+        "expired-but-allocating",
+        "expired-active",
+        "legacy-fresh",
+        "names-no-pod",
+    ],
+)
+def test_abandoned_is_what_any_other_pod_would_take_over(
+    value: str, holder: Holder | None, verdict: Verdict
+) -> None:
+    assert abandoned(value, T0, FIVE_MIN, holder).verdict is verdict
 
 
 def test_decide_compares_instants_across_zones() -> None:

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from worker_builders import VENDORS, cpu_node, gpu_node
 
-from app.k8s.client import Kube, connect
+from app.k8s.client import Kube
 from app.k8s.watching import Expired, Target, WatchStream, list_objects
 from sim.testing import EmulatorHandle, EmulatorOptions, run_emulator
 from workers import shapes
@@ -26,15 +26,6 @@ def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
     options = EmulatorOptions(event_window=50, pod_deletion_delay=0.0, bookmark_interval=0.2)
     with run_emulator(tmp_path / "sim", options=options) as handle:
         yield handle
-
-
-@pytest.fixture
-def kube(sim: EmulatorHandle) -> Iterator[Kube]:
-    client = connect(str(sim.kubeconfig))
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
@@ -81,13 +72,14 @@ def test_list_pages_and_strips(sim: EmulatorHandle, kube: Kube) -> None:
     big = gpu_node("g1")
     big["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
     big["metadata"]["annotations"]["hami.io/mutex.lock"] = "2026-01-01T00:00:00Z,default,p"
+    big["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
     sim.seed([big, cpu_node("c1"), cpu_node("c2")])
     pages: list[int] = []
     items, version = list_objects(kube, Target("nodes"), SHAPE, page_size=2, on_page=lambda: pages.append(1))
     assert len(items) == 3 and len(pages) == 2 and version
     g1 = next(i for i in items if i["metadata"]["name"] == "g1")
     assert "managedFields" not in g1["metadata"]
-    assert set(g1["metadata"]["annotations"]) == {"hami.io/node-nvidia-register"}
+    assert set(g1["metadata"]["annotations"]) == {"hami.io/node-nvidia-register", "hami.io/mutex.lock"}
     assert g1["status"] == {"allocatable": {"nvidia.com/gpu": "2"}}
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.k8s.client import Kube, connect
+from app.k8s.client import Kube
 from app.k8s.election import LeaseConfig, LeaseElector
 from sim.testing import EmulatorHandle, run_emulator
 
@@ -20,15 +20,6 @@ LEASE = 10.0  # long, so a takeover well within it can only come from the releas
 def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
     with run_emulator(tmp_path / "sim") as handle:
         yield handle
-
-
-@pytest.fixture
-def kube(sim: EmulatorHandle) -> Iterator[Kube]:
-    client = connect(str(sim.kubeconfig))
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def until(predicate: Callable[[], Any], timeout: float) -> None:

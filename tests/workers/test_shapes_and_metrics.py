@@ -37,6 +37,23 @@ def test_content_ignores_the_resource_version() -> None:
     assert shapes.content(a) == shapes.content(b)
 
 
+def test_node_shape_keeps_the_lock_but_content_ignores_it() -> None:
+    def node(lock: str | None, register: str = "[]") -> dict[str, object]:
+        annotations = {"hami.io/node-nvidia-register": register, "other": "x"}
+        if lock is not None:
+            annotations["hami.io/mutex.lock"] = lock
+        return {"metadata": {"name": "n", "resourceVersion": lock or "0", "annotations": annotations}}
+
+    shape = shapes.node_shape(VENDORS)
+    locked = shape(node("2026-11-22T04:00:00Z,default,p"))
+    assert locked["metadata"]["annotations"] == {
+        "hami.io/node-nvidia-register": "[]",
+        "hami.io/mutex.lock": "2026-11-22T04:00:00Z,default,p",
+    }
+    assert shapes.content(locked) == shapes.content(shape(node(None)))  # a bind is no registration change
+    assert shapes.content(locked) != shapes.content(shape(node("2026-11-22T04:00:00Z,default,p", "[{}]")))
+
+
 def test_lease_shape() -> None:
     lease = {
         "metadata": {"name": "l", "namespace": "ns", "managedFields": []},

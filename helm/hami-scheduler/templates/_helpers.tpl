@@ -349,6 +349,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   value: {{ .Values.events | toString | quote }}
 - name: HAMI_STATE_METRICS_INTERVAL
   value: {{ .Values.stateMetricsInterval | quote }}
+- name: HAMI_LOCK_SWEEP_INTERVAL
+  value: {{ .Values.lockSweepInterval | quote }}
 {{- end -}}
 
 {{- define "hami-scheduler.nodeLabelSelector" -}}
