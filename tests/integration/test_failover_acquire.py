@@ -22,23 +22,18 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-import urllib3
+from failover_checks import NODES, assert_ledger_matches_api, place, ready, report, timed
 from kubernetes import client as kclient
-
-from workers.reconcile import compare, same
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 LEASE_SECONDS = 4
 RETRY_SECONDS = 1
-NODES = ["gpu-a", "gpu-b"]
 GPUS, SLOTS, MEMORY = 2, 10, 32768
 POD_MEMORY = MEMORY // 2  # two pods fill a GPU: the cluster holds exactly 8
 CAPACITY = len(NODES) * GPUS * (MEMORY // POD_MEMORY)
@@ -51,24 +46,6 @@ ELECTION = {
     "HAMI_RETRY_PERIOD": f"{RETRY_SECONDS}s",
     "HAMI_BIND_LOCK_WAIT": "2s",
 }
-
-
-def timed(call: Callable[[], T]) -> tuple[T, float]:
-    started = time.perf_counter()
-    result = call()
-    return result, time.perf_counter() - started
-
-
-def ready(service: Any) -> bool:
-    try:
-        return bool(service.get("/readyz").status == 200)
-    except urllib3.exceptions.HTTPError:  # a killed replica refuses connections
-        return False
-
-
-def report(request: pytest.FixtureRequest, name: str, seconds: float) -> None:
-    request.node.user_properties.append((name, round(seconds, 3)))
-    sys.stdout.write(f"\n[measured] {request.node.name}: {name} = {seconds:.3f} s\n")
 
 
 @pytest.fixture
@@ -94,38 +71,6 @@ def replicas(
             service.terminate()  # in parallel
         for service in both:
             service.close()
-
-
-def place(service: Any, cluster: Any, name: str) -> str:
-    """kube-scheduler's cycle for one GPU pod through `service`, then the device plugin's Allocate."""
-    pod = cluster.create_pod(cluster.gpu_pod(name, memory=POD_MEMORY))
-    answer = service.filter(pod, NODES)
-    assert answer["Error"] == "" and len(answer["NodeNames"] or []) == 1, answer
-    node = str(answer["NodeNames"][0])
-    assert service.bind(pod, node) == {"Error": ""}
-    assert cluster.allocate(node) == ("default", name)
-    return node
-
-
-def served_usage(service: Any) -> dict[str, dict[str, int]]:
-    """GPU UUID -> the usage the replica serves decisions from (/debug/state), for used devices."""
-    usage = {}
-    for node in NODES:
-        for device in service.debug_state(node)["devices"]:
-            if any(device["used"].values()):
-                usage[device["uuid"]] = device["used"]
-    return usage
-
-
-def assert_ledger_matches_api(service: Any, cluster: Any) -> None:
-    """Invariant 3 on `service`: its ledger equals a rebuild from a fresh list (in-flight rows too), and the
-    usage it serves equals what the pods' annotations hold."""
-    rebuilt = {e.uid: e for e in cluster.rebuild_ledger()}
-    live = {e.uid: e for e in service.ledger.all_entries()}
-    assert not compare(rebuilt.values(), live.values())
-    assert live.keys() == rebuilt.keys()
-    assert all(same(rebuilt[uid], live[uid]) for uid in live), (rebuilt, live)
-    assert served_usage(service) == cluster.device_usage()
 
 
 def assert_not_oversubscribed(cluster: Any) -> dict[str, dict[str, int]]:
@@ -168,7 +113,7 @@ def test_only_the_leader_decides_and_a_killed_leader_fails_over_without_double_b
 
     # -- the leader takes capacity: three pods bound and allocated, one in flight (filtered only) ---------
     for i in range(3):
-        place(leader, cluster, f"before-{i}")
+        place(leader, cluster, f"before-{i}", POD_MEMORY)
     answer = leader.filter(cluster.pod("probe"), NODES)
     assert answer["Error"] == "" and len(answer["NodeNames"]) == 1
     assert_not_oversubscribed(cluster)

@@ -18,23 +18,18 @@ API, deciding again.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-import urllib3
+from failover_checks import NODES, assert_ledger_matches_api, assert_refuses, place, ready, report
 
 from app.state.status import HEARTBEAT_MAX_AGE
-from workers.reconcile import compare, same
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 LEASE_SECONDS = 4  # the `scheduler_lease` fixture's
-NODES = ["gpu-a", "gpu-b"]
 POD_MEMORY = 8192
 FOLLOW = {
     "HAMI_LEADER_ELECT": "true",
@@ -46,70 +41,6 @@ FOLLOW = {
     "HAMI_RETRY_PERIOD": "1s",
 }
 HEARTBEAT_GONE = "the registration worker is not running"
-
-
-def timed(call: Callable[[], T]) -> tuple[T, float]:
-    started = time.perf_counter()
-    result = call()
-    return result, time.perf_counter() - started
-
-
-def ready(service: Any) -> bool:
-    try:
-        return bool(service.get("/readyz").status == 200)
-    except urllib3.exceptions.HTTPError:
-        return False
-
-
-def report(request: pytest.FixtureRequest, name: str, seconds: float) -> None:
-    request.node.user_properties.append((name, round(seconds, 3)))
-    sys.stdout.write(f"\n[measured] {request.node.name}: {name} = {seconds:.3f} s\n")
-
-
-def place(service: Any, cluster: Any, name: str) -> None:
-    pod = cluster.create_pod(cluster.gpu_pod(name, memory=POD_MEMORY))
-    answer = service.filter(pod, NODES)
-    assert answer["Error"] == "" and len(answer["NodeNames"] or []) == 1, answer
-    node = str(answer["NodeNames"][0])
-    assert service.bind(pod, node) == {"Error": ""}
-    assert cluster.allocate(node) == ("default", name)
-
-
-def assert_refuses(service: Any, cluster: Any, name: str, why: str, request: pytest.FixtureRequest) -> None:
-    """/filter and /bind answer `why` as a retryable Error within 1 s and change nothing."""
-    pod = cluster.create_pod(cluster.gpu_pod(name, memory=POD_MEMORY))
-    answer, filter_seconds = timed(lambda: service.filter(pod, NODES))
-    assert answer["Error"] == f"hami-scheduler: {why}; retry later" and not answer["NodeNames"], answer
-    bound, bind_seconds = timed(lambda: service.bind(pod, NODES[0]))
-    assert bound == {"Error": f"hami-scheduler: {why}; retry later"}
-    report(request, "/filter refusal", filter_seconds)
-    report(request, "/bind refusal", bind_seconds)
-    assert filter_seconds < 1.0 and bind_seconds < 1.0
-    after = cluster.pod(name)
-    assert "nodeName" not in after["spec"]
-    assert not any(k.startswith("hami.io/") for k in after["metadata"].get("annotations") or {})
-    assert service.ledger.get(pod["metadata"]["uid"]) is None
-    assert all(cluster.node_lock(n) is None for n in NODES)
-
-
-def served_usage(service: Any) -> dict[str, dict[str, int]]:
-    """GPU UUID -> the usage the replica serves decisions from (/debug/state), for used devices."""
-    usage = {}
-    for node in NODES:
-        for device in service.debug_state(node)["devices"]:
-            if any(device["used"].values()):
-                usage[device["uuid"]] = device["used"]
-    return usage
-
-
-def assert_ledger_matches_api(service: Any, cluster: Any) -> None:
-    """Invariant 3: the ledger equals a rebuild from a fresh pod list, and the usage the replica serves
-    equals what the pods' annotations hold."""
-    rebuilt = {e.uid: e for e in cluster.rebuild_ledger()}
-    live = {e.uid: e for e in service.ledger.all_entries()}
-    assert not compare(rebuilt.values(), live.values())
-    assert live.keys() == rebuilt.keys() and all(same(rebuilt[u], live[u]) for u in live), (rebuilt, live)
-    assert served_usage(service) == cluster.device_usage()
 
 
 @pytest.mark.parametrize("election", ["none", "follow"])
@@ -138,7 +69,7 @@ def test_a_leader_whose_worker_dies_turns_unready_and_recovers_on_restart(
         first_reason, bound = HEARTBEAT_GONE, HEARTBEAT_MAX_AGE + 3.0
     replica = start_service(env=env, registrar="worker")
     try:
-        place(replica, cluster, "before")
+        place(replica, cluster, "before", POD_MEMORY)
 
         killed_at = time.monotonic()
         replica.kill(worker_only=True)
@@ -146,7 +77,7 @@ def test_a_leader_whose_worker_dies_turns_unready_and_recovers_on_restart(
         wait_for(lambda: not ready(replica), bound, "the replica to turn unready")
         report(request, "worker SIGKILL -> unready", time.monotonic() - killed_at)
         assert replica.get("/readyz").body.decode() == f"not ready: {first_reason}"
-        assert_refuses(replica, cluster, "while-down", first_reason, request)
+        assert_refuses(replica, cluster, "while-down", first_reason, request, POD_MEMORY)
         if election == "none":
             assert time.monotonic() - killed_at >= HEARTBEAT_MAX_AGE - 2.0  # the heartbeat, nothing earlier
 
@@ -157,7 +88,7 @@ def test_a_leader_whose_worker_dies_turns_unready_and_recovers_on_restart(
         # the restarted worker reports the generation readers serve, though it had nothing new to publish
         assert replica.status().generation == replica.debug_state()["generation"] > 0
         assert_ledger_matches_api(replica, cluster)
-        place(replica, cluster, "after")
+        place(replica, cluster, "after", POD_MEMORY)
         assert_ledger_matches_api(replica, cluster)
     finally:
         replica.close()
