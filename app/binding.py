@@ -111,7 +111,7 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
         raise _Failed(f"{who} carries a corrupt device allocation: {exc}") from None
     if adopted is None:
         raise _Failed(f"{who} carries no device allocation for node {node}; it will be filtered again")
-    snapshot = context.refresh()
+    snapshot = context.inventory.current()  # the ledger itself is read in the check below
     record = snapshot.nodes.get(node) if snapshot is not None else None
     if record is None:
         raise _Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again")

@@ -22,6 +22,7 @@ from app.core.vendor import Vendor
 from app.state import snapshot
 from app.state.ledger import BOUND, CONFIRMED, Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
+from bench.seed import running_pod_shape
 from sim.workload import demo_pods
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -80,18 +81,6 @@ def build_nodes(
     return records
 
 
-def _shape(rng: random.Random, memory: int) -> tuple[int, int, int]:
-    """(gpus, MiB per GPU, cores per GPU) of one running pod: the demo's mix of fitting kinds."""
-    kind = rng.random()
-    if kind < 0.45:
-        return 1, rng.choice([2048, 4096, 8192, 12288, 16384, 24576]), rng.choice([0, 0, 10, 20, 30])
-    if kind < 0.70:
-        return 1, memory * rng.choice([10, 20, 25]) // 100, rng.choice([0, 10, 25])
-    if kind < 0.85:
-        return rng.choice([2, 2, 4]), rng.choice([8192, 16384, 20480]), rng.choice([0, 20])
-    return 1, memory, 100  # a whole card
-
-
 def build_reservations(records: dict[str, NodeRecord], count: int, rng: random.Random) -> list[Entry]:
     """`count` running pods packed onto random nodes without over-committing any device."""
     names = list(records)
@@ -101,7 +90,7 @@ def build_reservations(records: dict[str, NodeRecord], count: int, rng: random.R
     while len(entries) < count and attempts < count * 20:
         attempts += 1
         node = records[rng.choice(names)].devices
-        gpus, mem, cores = _shape(rng, node.devices[0].devmem)
+        gpus, mem, cores = running_pod_shape(rng, node.devices[0].devmem)
         free = [
             d
             for d in node.devices

@@ -68,7 +68,7 @@ def node_order(nodes: Sequence[Obj]) -> list[str]:
     return tree.list()
 
 
-def _shape(rng: random.Random, memory: int) -> tuple[int, int, int]:
+def running_pod_shape(rng: random.Random, memory: int) -> tuple[int, int, int]:
     """(GPUs, MiB per GPU, cores per GPU) of one running pod: a mix like the demo's fitting kinds."""
     kind = rng.random()
     if kind < 0.45:
@@ -90,7 +90,7 @@ def running_pods(cluster: ClusterSpec, count: int, seed: int, vendors: Sequence[
     while len(pods) < count and attempts < count * 20:
         attempts += 1
         node = cluster.nodes[rng.randrange(len(cluster.nodes))]
-        gpus, mem, cores = _shape(rng, node.model.memory)
+        gpus, mem, cores = running_pod_shape(rng, node.model.memory)
         free = []
         for device in node.devices:
             slots, m, c = used.get(device.id, (0, 0, 0))

@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from app.core import mig
 from app.core.codec import CodecError
 from app.core.model import ContainerDevices, DeviceInfo, MigInstance, MigPlacement
-from app.devices.nvidia.mig import overlaps
 
 
 class MigError(Exception):
@@ -86,7 +85,7 @@ class MigInstances:
                 # a repeated Allocate, or an init and an app container given the same slice (HAMi fits
                 # them on the same pre-pod usage): one instance, as HAMi's plugin keys them by slice
                 return other.instance
-            if overlaps(other.placement, entry.placement):
+            if mig.overlaps(other.placement, entry.placement):
                 raise MigError(f"{entry.gpu_uuid}: placement {entry.placement} overlaps an instance in use")
         taken = {h.instance.gpu_instance_id for h in held}
         gi = next(n for n in range(len(held) + 1) if n not in taken)

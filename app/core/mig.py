@@ -55,6 +55,11 @@ MIG_MODE = "mig"
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # Go `int`
 
 
+def overlaps(a: MigPlacement, b: MigPlacement) -> bool:
+    """Two slices share a memory slice (half-open ranges: an empty slice overlaps nothing)."""
+    return a.start < b.start + b.size and b.start < a.start + a.size
+
+
 @dataclass(frozen=True, slots=True)
 class MigAllocation:
     """One entry of the annotation (HAMi `nvidia.MigAllocation`)."""

@@ -22,14 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.core.mig import MIG_MODE
-from app.core.model import DeviceUse, MigPlacement, NodeDevices, NodeUse
+from app.core.mig import MIG_MODE, overlaps
+from app.core.model import DeviceUse, NodeDevices, NodeUse
 
 _NO_USE = DeviceUse()
-
-
-def _overlap(a: MigPlacement, b: MigPlacement) -> bool:
-    return a.start < b.start + b.size and b.start < a.start + a.size
 
 
 def misfit(node: NodeDevices, others: NodeUse, own: Mapping[str, DeviceUse]) -> str:
@@ -43,7 +39,7 @@ def misfit(node: NodeDevices, others: NodeUse, own: Mapping[str, DeviceUse]) -> 
         if device.mode == MIG_MODE:
             for mine in use.mig:
                 for theirs in taken.mig:
-                    if _overlap(mine.placement, theirs.placement):
+                    if overlaps(mine.placement, theirs.placement):
                         return (
                             f"MIG slice {mine.profile}@{mine.placement.start} on {uuid} overlaps "
                             f"{theirs.profile}@{theirs.placement.start} held by another pod"

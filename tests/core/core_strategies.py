@@ -8,8 +8,8 @@ from typing import Any, Literal
 from core_builders import ctr, gpu, node, pod
 from hypothesis import strategies as st
 
+from app.core.mig import overlaps
 from app.core.model import DeviceInfo, DeviceUse, MigPlacement, MigProfile, MigSlice, NodeDevices
-from app.devices.nvidia.mig import overlaps
 
 GPU_POLICIES = [
     "spread",

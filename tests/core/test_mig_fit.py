@@ -20,6 +20,7 @@ from core_strategies import MigScenario, mig_scenarios
 from hypothesis import given, settings
 
 from app.core.decision import allocation_annotations
+from app.core.mig import overlaps
 from app.core.model import (
     PERCENT_UNSET,
     ContainerDevice,
@@ -28,7 +29,6 @@ from app.core.model import (
 )
 from app.core.reservations import reservation_from_pod
 from app.core.usage import allocation_uses, working_devices
-from app.devices.nvidia.mig import overlaps
 
 
 def _memreq(container: dict[str, Any], totalmem: int) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from app.core.mig import overlaps
 from app.core.model import DeviceRequest, DeviceUsage, MigPlacement, MigProfile
 from app.devices.nvidia import keys
 from app.devices.nvidia.config import MigAllowlistEntry
@@ -36,10 +37,6 @@ def usable_profiles(device: DeviceUsage, allowlist: Sequence[MigAllowlistEntry])
         return device.mig_profiles
     allowed = {name for entry in naming for name in entry.profiles}
     return tuple(p for p in device.mig_profiles if p.name in allowed)
-
-
-def overlaps(a: MigPlacement, b: MigPlacement) -> bool:
-    return a.start < b.start + b.size and b.start < a.start + a.size
 
 
 def ordered_placements(profile: MigProfile) -> list[MigPlacement]:
