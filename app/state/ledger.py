@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -160,6 +161,21 @@ def _entry(row: tuple[object, ...]) -> Entry:
     )
 
 
+def _enable_wal(db: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to WAL (persistent: a no-op once done). Processes opening a NEW ledger at the same
+    moment (Gunicorn workers booting) can get SQLITE_BUSY here without SQLite's busy handler being
+    consulted, so the switch is retried for up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class Ledger:
     """One process's connection to the shared ledger; threads of the process take turns on it (an RLock
     around every statement and transaction), processes coordinate through SQLite's locks."""
@@ -170,7 +186,7 @@ class Ledger:
         self._writes = 0
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(self._db, timeout)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA recursive_triggers=ON")
         with self.transaction():
