@@ -5,6 +5,8 @@ Invariants owned here:
   releases OUR lock (never another pod's) and FORGETS the pod's reservation, then answers an Error; a
   failed bind never leaves a node locked by us (HAMi #2214, #2305).
 - The node in the bind request must be the node Filter chose (HAMi never checks, quirk #17).
+- A pod of an adopted scheduler name (app/core/adoption.py) is refused before anything is written, and
+  its counted reservation is kept: such pods are counted, never changed.
 - The pod's allocation, as its annotations say, must still fit next to the node's other reservations in
   this replica's ledger, and is recorded there in the same transaction (app.core.recheck): leader election
   is no fence, and this keeps two leaders' overlapping decisions from both being bound.
@@ -30,7 +32,7 @@ from datetime import timedelta
 from typing import Any
 
 from app.context import Context
-from app.core import nodelock, pods
+from app.core import adoption, nodelock, pods
 from app.core.codec import CodecError
 from app.core.decision import ASSIGNED_NODE, binding_success_event
 from app.core.model import DeviceUse
@@ -106,7 +108,8 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
     who = f"pod {ref.namespace}/{ref.name}"
     settings = context.settings
     try:
-        adopted = entry_for(pod, settings.vendors, settings.scheduler_name, CONFIRMED, context.clock())
+        ours = frozenset({settings.scheduler_name})  # never a pod of an adopted name: those are not written
+        adopted = entry_for(pod, settings.vendors, ours, CONFIRMED, context.clock())
     except (CodecError, pods.PodError) as exc:
         raise _Failed(f"{who} carries a corrupt device allocation: {exc}") from None
     if adopted is None:
@@ -169,6 +172,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
                 f"pod {namespace}/{name} has UID {pods.uid(pod)}, not {uid}: it was recreated", event=""
             )
         ref = PodRef(namespace, name, pods.uid(pod))
+        refused = adoption.refusal(context.settings.counted, pod)
+        if refused:
+            raise _Failed(refused, event="", compensate=False)  # keep its counted row; write nothing
         try:
             requests = pods.pod_requests(pod, context.settings.vendors)
         except (InvalidRequest, pods.PodError) as exc:

@@ -10,6 +10,7 @@ Invariants owned here:
   decide again on fresher usage (bounded), so two pods never get the same capacity (ARCHITECTURE.md #1).
 - Every assume is followed by CONFIRM (the pod's annotations were written) or FORGET (anything failed after
   the assume), so no reservation outlives a failed filter (#2).
+- A pod of an adopted scheduler name (app/core/adoption.py) is refused: it is counted, never changed.
 - A replica that is not the leader, or not synced, never decides: it answers a retryable Error at once
   (a follower) or after a bounded wait (a leader still syncing) — HAMi blocks until kube-scheduler's
   timeout (quirk #14).
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import Context
-from app.core import mig, pods, quota
+from app.core import adoption, mig, pods, quota
 from app.core.codec import CodecError, encode_pod_single_device
 from app.core.decision import (
     ASSIGNED_NODE,
@@ -209,6 +210,9 @@ def filter_pod(
         return FilterOutcome(node_names=node_names, nodes=nodes, passthrough=True)  # §4.1 step 1
     if nodes is not None:
         return simulate(context, pod, nodes)
+    refused = adoption.refusal(context.settings.counted, pod)
+    if refused:
+        return FilterOutcome(error=refused, denial="adopted")
     if node_names is None:
         return FilterOutcome(error="extender args have neither Nodes nor NodeNames", denial="bad-request")
     not_ready = _wait_until_ready(context)

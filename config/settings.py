@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from app.core.adoption import HAMI_DEFAULT_SCHEDULER, Counted, parse_names
 from app.core.decision import Policies
 from app.core.nodelock import parse_go_duration
 from app.core.policy import BINPACK, MUTEX, NUMA, SPREAD, TOPOLOGY, policy_names
@@ -55,6 +56,8 @@ class HttpSettings:
 @dataclass(frozen=True, slots=True)
 class Settings:
     scheduler_name: str = "hami-scheduler"
+    # Scheduler names whose pods' allocations count besides ours (app/core/adoption.py); never written.
+    adopt_scheduler_names: tuple[str, ...] = (HAMI_DEFAULT_SCHEDULER,)
     policies: Policies = field(default_factory=Policies)
     vendors: tuple[Vendor, ...] = field(default_factory=lambda: build_vendors(None))
     device_config: Mapping[str, Any] = field(default_factory=dict)
@@ -78,6 +81,10 @@ class Settings:
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
     bind_lock_wait: float = 10.0
     bench_noop: bool = False  # HAMI_BENCH_NOOP: register POST /bench/noop (python -m bench only)
+
+    @property
+    def counted(self) -> Counted:
+        return Counted(self.scheduler_name, self.adopt_scheduler_names)
 
 
 _TRUE = ("1", "t", "true", "yes", "on")
@@ -157,6 +164,17 @@ def load_device_config(path: str) -> Mapping[str, Any]:
     return data
 
 
+def _adopted(env: Mapping[str, str]) -> tuple[str, ...]:
+    """HAMI_ADOPT_SCHEDULER_NAMES: unset means HAMi's default name; set but empty means none."""
+    raw = env.get("HAMI_ADOPT_SCHEDULER_NAMES")
+    if raw is None:
+        return (HAMI_DEFAULT_SCHEDULER,)
+    try:
+        return parse_names(raw)
+    except ValueError as exc:
+        raise SettingsError(f"HAMI_ADOPT_SCHEDULER_NAMES={raw!r}: {exc}") from None
+
+
 def _leader(env: Mapping[str, str]) -> LeaderSettings:
     mode = env.get("HAMI_LEADER_ELECT_MODE") or "follow"
     if mode not in ("follow", "acquire"):
@@ -228,6 +246,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     trusted = tuple(u.strip() for u in env.get("HAMI_WEBHOOK_TRUSTED_USERS", "").split(",") if u.strip())
     return Settings(
         scheduler_name=env.get("HAMI_SCHEDULER_NAME") or "hami-scheduler",
+        adopt_scheduler_names=_adopted(env),
         policies=Policies(gpu=_gpu_policy(env), node=_node_policy(env)),
         vendors=vendors,
         device_config=device_config,

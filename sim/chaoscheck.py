@@ -160,7 +160,7 @@ def ledger_check(
     state_dir: Path, pods: list[Obj], scheduler_name: str, inflight_ttl: float, now: float
 ) -> Obj:
     """The leader's ledger vs a rebuild from `pods` (a fresh list) with the worker's rules."""
-    rules = Rules(scheduler_name, build_vendors(None), inflight_ttl)
+    rules = Rules(frozenset({scheduler_name}), build_vendors(None), inflight_ttl)
     rebuilt = rebuild(pods, rules, now)
     ledger = Ledger(state_dir)
     try:

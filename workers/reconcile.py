@@ -3,8 +3,9 @@
 The team's rules, implemented exactly here:
 
 1. A pod holds devices iff it has `hami.io/vgpu-node` and an allocation annotation, is not Succeeded or
-   Failed, its `spec.schedulerName` is ours (a forged allocation on a foreign pod never counts, HAMi #3041),
-   and EITHER it is bound (`spec.nodeName` set) OR — only during a rebuild — it is unbound but its
+   Failed, its `spec.schedulerName` is ours or adopted (app/core/adoption.py; a forged allocation on a
+   foreign pod never counts, HAMi #3041), and EITHER it is bound (`spec.nodeName` set) OR — only during
+   a rebuild — it is unbound but its
    `hami.io/vgpu-time` (or `hami.io/bind-time`) is within the in-flight TTL (a bind may be in flight on a
    previous leader). The capacity is `app.core.reservations.reservation_from_pod` (init-container shrink once
    every init container exited 0; terminating pods keep theirs until terminal, #1368).
@@ -51,7 +52,7 @@ GONE_GRACE = 10.0  # seconds a row may exist before its pod reaches our informer
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    scheduler_name: str
+    schedulers: frozenset[str]  # ours and the adopted names
     vendors: tuple[Vendor, ...]
     inflight_ttl: float = 60.0
 
@@ -114,7 +115,7 @@ def live_verdict(change: Change, rules: Rules, now: float) -> Verdict:
             return Verdict(uid, remove=True)
         if not is_bound(pod):
             return Verdict(uid)
-        entry = entry_for(pod, rules.vendors, rules.scheduler_name, BOUND, now)
+        entry = entry_for(pod, rules.vendors, rules.schedulers, BOUND, now)
     except ValueError as exc:  # CodecError, PodError or any other malformed value: one pod, never the batch
         return Verdict(by_uid(pod), remove=True, problem=str(exc))
     return Verdict(uid, entry=entry) if entry is not None else Verdict(uid, remove=True)
@@ -135,12 +136,12 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
             if pods.is_terminated(pod) or not pods.annotations_of(pod).get(ASSIGNED_NODE):
                 continue
             if is_bound(pod):
-                entry = entry_for(pod, rules.vendors, rules.scheduler_name, BOUND, now)
+                entry = entry_for(pod, rules.vendors, rules.schedulers, BOUND, now)
             else:
                 since = inflight_since(pod)
                 if since is None or now - since > rules.inflight_ttl:
                     continue
-                entry = entry_for(pod, rules.vendors, rules.scheduler_name, CONFIRMED, since)
+                entry = entry_for(pod, rules.vendors, rules.schedulers, CONFIRMED, since)
         except ValueError as exc:  # CodecError, PodError or any other malformed value
             problems.append((_describe(pod), str(exc)))
             continue

@@ -1,9 +1,9 @@
 """The registration worker put together: informers, election, status, the work loop and its timers.
 
-Threads: one per informer (nodes, pods, resource quotas, and the Lease in follow mode), the elector in
-acquire mode, the status loop, the metrics server, the renderer of HAMi's gauges (workers/statemetrics.py),
-and the work loop (the caller's thread). The work loop
-does everything that takes long, in this order of priority:
+Threads: one per informer (nodes, pods of each counted scheduler name (workers/podwatch.py), resource
+quotas, and the Lease in follow mode), the elector in acquire mode, the status loop, the metrics server,
+the renderer of HAMi's gauges (workers/statemetrics.py), and the work loop (the caller's thread). The work
+loop does everything that takes long, in this order of priority:
 
 1. a new term (we just became leader, or started without election): rebuild the ledger from a fresh pod
    list, run a registration pass, mark the term synced — only if it is still the same term — and then
@@ -31,16 +31,17 @@ from app.core.inventory import node_name
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
-from app.k8s.watching import Target, list_objects
+from app.k8s.watching import Target
 from app.state import gauges
 from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
 from workers import roles, shapes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
-from workers.informers import DELETED, Change, Informer, by_name, by_uid
+from workers.informers import DELETED, Change, Informer, by_name
 from workers.locksweep import sweep_locks
 from workers.metrics import MetricsServer, WorkerMetrics
+from workers.podwatch import PodWatch
 from workers.reconcile import Reconciler, Rules
 from workers.registration import Pass, Registrar, Stamp
 from workers.statemetrics import StateMetrics
@@ -85,7 +86,7 @@ class Worker:
         vendors = settings.vendors
         self.reconciler = Reconciler(
             self._reconcile_ledger,
-            Rules(settings.scheduler_name, vendors, settings.inflight_ttl),
+            Rules(settings.counted.names, vendors, settings.inflight_ttl),
             clock,
             on_problem=self.metrics.corrupt_pods.inc,
         )
@@ -96,8 +97,6 @@ class Worker:
             lambda: self.registrar.last,
             self.metrics.state_metrics_seconds,
         )
-        self._pod_target = Target("pods", field_selector=f"spec.schedulerName={settings.scheduler_name}")
-        self._pod_shape = shapes.pod_shape(vendors)
         restart = self._count_restart
         self.nodes = Informer(
             kube,
@@ -107,8 +106,12 @@ class Worker:
             self._on_nodes,
             on_restart=restart,
         )
-        self.pods = Informer(
-            kube, self._pod_target, self._pod_shape, by_uid, self.reconciler.handle, on_restart=restart
+        self.pods = PodWatch(
+            kube,
+            settings.counted.ordered(),
+            shapes.pod_shape(vendors),
+            self.reconciler.handle,
+            on_restart=restart,
         )
         self.quotas = Informer(
             kube,
@@ -118,7 +121,7 @@ class Worker:
             self._on_quotas,
             on_restart=restart,
         )
-        self.informers = [self.nodes, self.pods, self.quotas]
+        self.informers = [self.nodes, *self.pods.informers, self.quotas]
         self.elector = self._elector()
         leader = settings.leader
         self.status = StatusLoop(
@@ -256,8 +259,7 @@ class Worker:
     # -- the work -----------------------------------------------------------------------------------------
 
     def _list_pods(self) -> list[dict[str, object]]:
-        found, _ = list_objects(self._kube, self._pod_target, self._pod_shape, on_page=self.status.alive)
-        return found
+        return self.pods.list_fresh(on_page=self.status.alive)
 
     def _sync(self, term: int) -> bool:
         """A new term: rebuild the ledger from a fresh list, publish the inventory, declare synced; then

@@ -1,11 +1,14 @@
 """`explain`: where would this pod go, and why not elsewhere — the filter's answer without a cluster.
 
-The cluster file is what `kubectl get nodes,pods,resourcequotas -A -o json` prints. Pods scheduled by a
-HAMi-compatible scheduler (with `hami.io/vgpu-node` and an allocation, not Succeeded/Failed) count as usage;
-ResourceQuotas give limits. The pod is evaluated as given (no webhook mutation), by the same decision core
-the service uses. JSON output is the extender's result plus what the filter would write:
-`{"NodeNames", "FailedNodes", "Error", "Annotations", "Scores"}`, and `Reasons` (why each node that does not
-fit does not fit, also when another node fits).
+The cluster file is what `kubectl get nodes,pods,resourcequotas -A -o json` prints. Pods with
+`hami.io/vgpu-node` and an allocation, not Succeeded/Failed, count as usage when their `spec.schedulerName`
+is ours (`--scheduler-name`) or adopted (`--adopt-scheduler-names`, HAMi's default name unless given), as
+the service counts them (app/core/adoption.py); ResourceQuotas give limits. The pod is evaluated as given
+(no webhook mutation), by the same decision core the service uses. JSON output is the extender's result plus
+what the filter would write: `{"NodeNames", "FailedNodes", "Error", "Annotations", "Scores"}`, `Reasons`
+(why each node that does not fit does not fit, also when another node fits), `Holders` (the pods counted:
+`Pod`, `Node`, `SchedulerName`, `Adopted`) and `NotCounted` (pods carrying an allocation that holds nothing,
+with the reason).
 """
 
 from __future__ import annotations
@@ -13,11 +16,19 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from app.cli.common import CliError, decode_nodes, dump_json, load_cluster, load_pod, load_vendors
-from app.core import pods, quota, reservations
+from app.cli.common import (
+    CliError,
+    Cluster,
+    decode_nodes,
+    dump_json,
+    load_cluster,
+    load_pod,
+    load_vendors,
+)
+from app.core import adoption, pods, quota, reservations
 from app.core.codec import CodecError, encode_container_devices
 from app.core.decision import (
     Decision,
@@ -39,29 +50,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-policy", default="spread", help="default GPU policy (default: spread)")
     parser.add_argument("--node-policy", default="binpack", help="default node policy (default: binpack)")
     parser.add_argument("--device-config", help="HAMi device-config.yaml (default: the chart's defaults)")
+    parser.add_argument(
+        "--scheduler-name", default=adoption.HAMI_DEFAULT_SCHEDULER, help="our scheduler name (schedulerName)"
+    )
+    parser.add_argument(
+        "--adopt-scheduler-names",
+        default=adoption.HAMI_DEFAULT_SCHEDULER,
+        help="comma-separated scheduler names whose pods also count (adoptSchedulerNames; default: "
+        "hami-scheduler; empty: none)",
+    )
     parser.add_argument("--output", choices=("json", "text"), default="json")
 
 
-def _reservations(
-    pods: Sequence[Mapping[str, Any]], vendors: Sequence[Vendor], skip_uid: str
-) -> list[reservations.Reservation]:
-    result = []
-    for pod in pods:
+@dataclass(frozen=True)
+class Usage:
+    """The reservations the service would count, who holds them, and the allocations it would not count."""
+
+    held: list[reservations.Reservation]
+    holders: list[dict[str, Any]]
+    not_counted: list[dict[str, str]]
+
+
+def _who(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or '?'}"
+
+
+def _usage(
+    all_pods: Sequence[Mapping[str, Any]], vendors: Sequence[Vendor], counted: adoption.Counted, skip_uid: str
+) -> Usage:
+    usage = Usage([], [], [])
+    for pod in all_pods:
+        if not reservations.holds_devices(pod):
+            continue
+        name, role = adoption.scheduler_of(pod), counted.role(pod)
         try:
             reservation = reservations.reservation_from_pod(pod, vendors)
-        except (CodecError, PodError):
-            continue  # HAMi logs and ignores a pod whose allocation annotation does not decode
-        if reservation is not None and (not skip_uid or reservation.uid != skip_uid):
-            result.append(reservation)
-    return result
+        except (CodecError, PodError) as exc:  # HAMi logs and ignores such a pod
+            usage.not_counted.append({"Pod": _who(pod), "SchedulerName": name, "Reason": f"corrupt: {exc}"})
+            continue
+        if reservation is None or (skip_uid and reservation.uid == skip_uid):
+            continue
+        if role == adoption.FOREIGN:
+            reason = f"schedulerName {name!r} is neither ours ({counted.ours}) nor adopted"
+            usage.not_counted.append({"Pod": _who(pod), "SchedulerName": name, "Reason": reason})
+            continue
+        usage.held.append(reservation)
+        usage.holders.append(
+            {
+                "Pod": f"{reservation.namespace}/{reservation.name}",
+                "Node": reservation.node,
+                "SchedulerName": name,
+                "Adopted": role == adoption.ADOPTED,
+            }
+        )
+    return usage
 
 
 @dataclass(frozen=True)
 class Explanation:
-    """The extender-shaped result plus the full decision, for the text renderer."""
+    """The extender-shaped result plus the full decision and the usage counted, for the text renderer."""
 
     result: dict[str, Any]
     decision: Decision | None = None
+    usage: Usage | None = None
+    counted: adoption.Counted | None = None
 
 
 def _result(
@@ -83,10 +137,17 @@ def _result(
     return Explanation(result, decision)
 
 
-def evaluate(args: argparse.Namespace) -> Explanation:
-    vendors = load_vendors(args.device_config)
-    pod = load_pod(args.pod)
-    cluster = load_cluster(args.cluster)
+def _counted(args: argparse.Namespace) -> adoption.Counted:
+    try:
+        adopted = adoption.parse_names(args.adopt_scheduler_names)
+    except ValueError as exc:
+        raise CliError(f"--adopt-scheduler-names: {exc}") from None
+    return adoption.Counted(args.scheduler_name, adopted)
+
+
+def _decide(
+    args: argparse.Namespace, pod: dict[str, Any], cluster: Cluster, vendors: tuple[Vendor, ...], usage: Usage
+) -> Explanation:
     registered, broken = decode_nodes(cluster.nodes, vendors)
     candidates = (
         [n.strip() for n in args.nodes.split(",") if n.strip()]
@@ -94,10 +155,8 @@ def evaluate(args: argparse.Namespace) -> Explanation:
         else [node_name(n) for n in cluster.nodes]
     )
     try:
-        uid = pods.uid(pod)  # raises PodError (not AttributeError) when metadata is not an object
-        held = _reservations(cluster.pods, vendors, uid)
         limits = quota.quota_limits(cluster.quotas, vendors)
-        view = quota.build_view(limits, reservations.quota_used(held))
+        view = quota.build_view(limits, reservations.quota_used(usage.held))
         ctx = pod_context(pod, vendors, Policies(gpu=args.gpu_policy, node=args.node_policy), view)
     except PodError as exc:
         raise CliError(f"{args.pod}: {exc}") from None
@@ -105,12 +164,28 @@ def evaluate(args: argparse.Namespace) -> Explanation:
         return _result(None, None, str(exc))
     if not ctx.requests.any:
         return _result(candidates, None)
-    decision = decide(ctx, candidates, registered, reservations.usage_by_node(held), vendors, broken)
+    decision = decide(ctx, candidates, registered, reservations.usage_by_node(usage.held), vendors, broken)
     winner = decision.winner
     if winner is None or winner.devices is None:
         return _result(None, decision.failed, decision=decision)
     annotations = allocation_annotations(winner.node, winner.devices, vendors, int(time.time()))
     return _result([winner.node], None, annotations=annotations, decision=decision)
+
+
+def evaluate(args: argparse.Namespace) -> Explanation:
+    vendors = load_vendors(args.device_config)
+    counted = _counted(args)
+    pod = load_pod(args.pod)
+    cluster = load_cluster(args.cluster)
+    try:
+        uid = pods.uid(pod)  # raises PodError (not AttributeError) when metadata is not an object
+    except PodError as exc:
+        raise CliError(f"{args.pod}: {exc}") from None
+    usage = _usage(cluster.pods, vendors, counted, uid)
+    explanation = _decide(args, pod, cluster, vendors, usage)
+    explanation.result["Holders"] = usage.holders
+    explanation.result["NotCounted"] = usage.not_counted
+    return replace(explanation, usage=usage, counted=counted)
 
 
 def _text(explanation: Explanation) -> str:
@@ -134,8 +209,19 @@ def _text(explanation: Explanation) -> str:
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3] for row in rows
     ]
     lines.append("")
+    lines.extend(_usage_lines(explanation))
     lines.append(f"placed on {winner.node}" if winner else "no node fits this pod")
     return "\n".join(lines)
+
+
+def _usage_lines(explanation: Explanation) -> list[str]:
+    usage, counted = explanation.usage, explanation.counted
+    if usage is None or counted is None:
+        return []
+    roles = [adoption.ADOPTED if h["Adopted"] else adoption.OURS for h in usage.holders]
+    lines = [f"usage: {adoption.describe(counted, roles)}"]
+    lines.extend(f"not counted: {n['Pod']}: {n['Reason']}" for n in usage.not_counted)
+    return lines
 
 
 def run(args: argparse.Namespace) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import mig, pods
+from app.core.adoption import scheduler_of
 from app.core.codec import CodecError, decode_pod_single_device
 from app.core.decision import ASSIGNED_NODE
 from app.core.model import DeviceUse, NodeUse, PodDevices
@@ -54,20 +55,19 @@ def holds_devices(pod: Mapping[str, Any]) -> bool:
 
 
 def reservation_from_pod(
-    pod: Mapping[str, Any], vendors: Sequence[Vendor], scheduler_name: str | None = None
+    pod: Mapping[str, Any], vendors: Sequence[Vendor], schedulers: frozenset[str] | None = None
 ) -> Reservation | None:
     """The pod's reservation, or None when it holds nothing.
 
     Raises CodecError when an allocation annotation is corrupt (the caller logs the pod and skips it).
-    With `scheduler_name`, pods assigned to another scheduler never count: a pod cannot grant itself
-    capacity by writing our annotations (HAMi #3041).
+    With `schedulers` (ours and the adopted names, `app.core.adoption.Counted.names`), pods assigned to
+    any other scheduler never count: a pod cannot grant itself capacity by writing our annotations (HAMi
+    #3041).
     """
     if not holds_devices(pod):
         return None
-    if scheduler_name is not None:
-        spec = pod.get("spec")
-        if not isinstance(spec, Mapping) or spec.get("schedulerName") != scheduler_name:
-            return None
+    if schedulers is not None and scheduler_of(pod) not in schedulers:
+        return None
     annotations = pods.annotations_of(pod)
     raw: dict[str, Any] = {}
     for vendor in vendors:

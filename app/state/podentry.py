@@ -30,12 +30,12 @@ def allocation_of(pod: Mapping[str, Any], vendors: Sequence[Vendor]) -> str:
 def entry_for(
     pod: Mapping[str, Any],
     vendors: Sequence[Vendor],
-    scheduler_name: str | None,
+    schedulers: frozenset[str] | None,
     state: str,
     updated_at: float,
 ) -> Entry | None:
     """The pod's reservation row, None when it holds nothing; raises CodecError or PodError when corrupt."""
-    reservation = reservation_from_pod(pod, vendors, scheduler_name)
+    reservation = reservation_from_pod(pod, vendors, schedulers)
     if reservation is None:
         return None
     return Entry(

@@ -23,6 +23,7 @@ DOWNWARD = {"POD_NAME": ("fieldRef", "metadata.name"), "POD_NAMESPACE": ("fieldR
 
 COMMON = {
     "HAMI_SCHEDULER_NAME": "hami-scheduler",
+    "HAMI_ADOPT_SCHEDULER_NAMES": "hami-scheduler",
     "HAMI_NODE_SCHEDULER_POLICY": "binpack",
     "HAMI_GPU_SCHEDULER_POLICY": "spread",
     "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER": "true",
@@ -100,6 +101,16 @@ def test_kube_scheduler_gets_no_hami_settings(render: Any) -> None:
         pytest.param("ha", {}, "HAMI_LEADER_ELECT", "true", id="ha-elect"),
         pytest.param(
             "default", {"schedulerName": "gpu-sched"}, "HAMI_SCHEDULER_NAME", "gpu-sched", id="name"
+        ),
+        pytest.param(
+            "default",
+            {"adoptSchedulerNames": ["hami-scheduler", "vgpu.example"]},
+            "HAMI_ADOPT_SCHEDULER_NAMES",
+            "hami-scheduler,vgpu.example",
+            id="adopted-names",
+        ),
+        pytest.param(
+            "default", {"adoptSchedulerNames": []}, "HAMI_ADOPT_SCHEDULER_NAMES", "", id="adopt-none"
         ),
         pytest.param(
             "default",

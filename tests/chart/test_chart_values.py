@@ -66,6 +66,15 @@ def test_schema_is_draft_07_and_closed() -> None:
         pytest.param({"extender.bindLockWait": "30s"}, "/extender/bindLockWait", id="bind-wait-above-25s"),
         pytest.param({"deviceConfig.nvidia.gpuCorePolicy": "max"}, "gpuCorePolicy", id="core-policy"),
         pytest.param({"schedulerName": "Hami_Scheduler"}, "/schedulerName", id="scheduler-name"),
+        pytest.param(
+            {"adoptSchedulerNames": ["default-scheduler"]},
+            "/adoptSchedulerNames/0",
+            id="adopt-default-scheduler",
+        ),
+        pytest.param({"adoptSchedulerNames": ["a,b"]}, "/adoptSchedulerNames/0", id="adopt-list-in-a-name"),
+        pytest.param(
+            {"adoptSchedulerNames": "hami-scheduler"}, "/adoptSchedulerNames", id="adopt-not-a-list"
+        ),
         pytest.param({"webhhook": {}}, "webhhook", id="typo-top-level"),
         pytest.param({"extender.prot": 8443}, "prot", id="typo-nested"),
     ],

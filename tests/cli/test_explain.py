@@ -66,7 +66,9 @@ def k8s_node(name: str, annotations: dict[str, str] | None = None) -> dict[str, 
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations or {}}}
 
 
-def running(name: str, node: str, allocated: str, namespace: str = "default") -> dict[str, Any]:
+def running(
+    name: str, node: str, allocated: str, namespace: str = "default", scheduler: str = "hami-scheduler"
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -76,7 +78,7 @@ def running(name: str, node: str, allocated: str, namespace: str = "default") ->
             "uid": f"uid-{name}",
             "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": allocated},
         },
-        "spec": {"containers": [{"name": "x"}]},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "x"}]},
         "status": {"phase": "Running"},
     }
 
@@ -389,3 +391,78 @@ def test_junk_objects_in_the_cluster_file_are_tolerated(tmp_path: Path) -> None:
     output = ok_json("--cluster", the_cluster, "--pod", the_pod)
     assert output["NodeNames"] == ["gpu-node-1"]
     assert output["Reasons"] == {"odd": "node unregistered"}
+
+
+# --- adopted scheduler names -------------------------------------------------------------------------------
+
+WHOLE = "NVIDIA,32768,100:;"
+ADOPTION_CLUSTER = cluster(
+    k8s_node(
+        "gpu-node-1", {"hami.io/node-nvidia-register": register(("GPU-A", 0), ("GPU-B", 1), ("GPU-C", 2))}
+    ),
+    running("ours", "gpu-node-1", f"GPU-A,{WHOLE}", scheduler="hami-py"),
+    running("from-hami", "gpu-node-1", f"GPU-B,{WHOLE}", scheduler="hami-scheduler"),
+    running("forged", "gpu-node-1", f"GPU-C,{WHOLE}", scheduler="default-scheduler"),
+    running("corrupt", "gpu-node-1", "GPU-C,NVIDIA,lots,100:;", scheduler="hami-py"),
+)
+TWO_WHOLE_GPUS = gpu_pod(limits("c", **{"nvidia.com/gpu": 2, "nvidia.com/gpucores": 100}))
+
+
+@pytest.mark.parametrize(
+    ("adopt", "fits", "holders"),
+    [
+        (None, False, {"default/ours": False, "default/from-hami": True}),
+        ("hami-scheduler,old", False, {"default/ours": False, "default/from-hami": True}),
+        ("", True, {"default/ours": False}),
+    ],
+    ids=["default-adopts-hami", "explicit-list", "none"],
+)
+def test_adopted_pods_count_and_foreign_ones_do_not(
+    tmp_path: Path, adopt: str | None, fits: bool, holders: dict[str, bool]
+) -> None:
+    """Two whole GPUs are free only when the pod HAMi placed on GPU-B is not counted; the forged and the
+    corrupt allocations on GPU-C never count."""
+    args = [
+        "--cluster",
+        write(tmp_path, "c.json", ADOPTION_CLUSTER),
+        "--pod",
+        write(tmp_path, "p.json", TWO_WHOLE_GPUS),
+    ]
+    args += ["--scheduler-name", "hami-py"]
+    if adopt is not None:
+        args += ["--adopt-scheduler-names", adopt]
+    output = ok_json(*args)
+    allocated = output["Annotations"].get("hami.io/vgpu-devices-allocated", "")
+    assert (allocated.split(":")[:2], output["NodeNames"]) == (
+        (["GPU-C,NVIDIA,32768,100", "GPU-B,NVIDIA,32768,100"], ["gpu-node-1"]) if fits else ([""], None)
+    )
+    assert {h["Pod"]: h["Adopted"] for h in output["Holders"]} == holders
+    assert all(h["Node"] == "gpu-node-1" for h in output["Holders"])
+    reasons = {n["Pod"]: n["Reason"] for n in output["NotCounted"]}
+    assert (
+        reasons["default/forged"] == "schedulerName 'default-scheduler' is neither ours (hami-py) nor adopted"
+    )
+    assert reasons["default/corrupt"].startswith("corrupt: ")
+    if adopt == "":
+        assert "default/from-hami" in reasons
+
+    text = explain(*args, "--output", "text").stdout.splitlines()
+    adopted = sum(holders.values())
+    usage = next(line for line in text if line.startswith("usage: "))
+    assert usage.startswith(f"usage: {len(holders)} pods hold devices: 1 ours (hami-py), {adopted} adopted")
+    assert text[-1] == ("placed on gpu-node-1" if fits else "no node fits this pod")
+    assert "not counted: default/forged: schedulerName 'default-scheduler' is neither ours" in "\n".join(text)
+
+
+def test_adopting_default_scheduler_is_refused(tmp_path: Path) -> None:
+    result = explain(
+        "--cluster",
+        write(tmp_path, "c.json", ADOPTION_CLUSTER),
+        "--pod",
+        write(tmp_path, "p.json", TWO_WHOLE_GPUS),
+        "--adopt-scheduler-names",
+        "default-scheduler",
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --adopt-scheduler-names: 'default-scheduler' cannot be adopted")
+    assert len(result.stderr.splitlines()) == 1

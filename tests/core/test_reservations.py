@@ -161,14 +161,22 @@ def test_terminating_pods_keep_their_usage() -> None:
     assert reservation_from_pod(the_pod, VENDORS) is not None
 
 
-def test_scheduler_name_filter() -> None:
-    assert (
-        reservation_from_pod(scheduled(WORKED, scheduler="hami-scheduler"), VENDORS, "hami-scheduler")
-        is not None
-    )
-    assert reservation_from_pod(scheduled(WORKED, scheduler="other"), VENDORS, "hami-scheduler") is None
-    assert reservation_from_pod(scheduled(WORKED), VENDORS, "hami-scheduler") is None
-    assert reservation_from_pod(scheduled(WORKED, scheduler="other"), VENDORS) is not None
+@pytest.mark.parametrize(
+    ("scheduler", "counted", "holds"),
+    [
+        ("hami-scheduler", {"hami-scheduler"}, True),
+        ("other", {"hami-scheduler"}, False),
+        (None, {"hami-scheduler"}, False),
+        ("hami-scheduler", {"hami-scheduler-py", "hami-scheduler"}, True),
+        ("hami-scheduler", {"hami-scheduler-py"}, False),
+        ("default-scheduler", {"hami-scheduler-py", "hami-scheduler"}, False),
+        ("other", None, True),
+    ],
+    ids=["ours", "foreign", "no-name", "adopted", "not-adopted", "default-never", "unfiltered"],
+)
+def test_scheduler_name_filter(scheduler: str | None, counted: set[str] | None, holds: bool) -> None:
+    names = frozenset(counted) if counted is not None else None
+    assert (reservation_from_pod(scheduled(WORKED, scheduler=scheduler), VENDORS, names) is not None) is holds
 
 
 @pytest.mark.parametrize(

@@ -420,13 +420,13 @@ class Cluster:
         return usage
 
     def rebuild_ledger(
-        self, scheduler_name: str = "hami-scheduler", inflight_ttl: float = 60.0
+        self, schedulers: tuple[str, ...] = ("hami-scheduler",), inflight_ttl: float = 60.0
     ) -> list[Entry]:
         """What a ledger rebuilt from a fresh pod list holds (`workers.reconcile.rebuild`, the worker's
         own rule), to compare a replica's live ledger with (`workers.reconcile.compare` / `same`)."""
         from workers.reconcile import Rules, rebuild
 
-        rules = Rules(scheduler_name, build_vendors(None), inflight_ttl)
+        rules = Rules(frozenset(schedulers), build_vendors(None), inflight_ttl)
         return list(rebuild(self.pods(), rules, time.time()).entries)
 
     def release_lock(self, node: str, namespace: str, name: str) -> bool:

@@ -160,7 +160,7 @@ def test_ledger_check_finds_drift_and_orphans_and_ignores_bindings_in_flight(tmp
     bound = gpu_pod("bound", node="n1", phase="Running", annotations=ALLOCATED_NOTES)
     landing = gpu_pod("landing", phase="Pending", annotations={"hami.io/vgpu-node": "n1"})
     use = {"GPU-a": DeviceUse(1, 1000, 10)}
-    rules = Rules("hami-scheduler", build_vendors(None), 60.0)
+    rules = Rules(frozenset({"hami-scheduler"}), build_vendors(None), 60.0)
     (wanted,) = rebuild([bound, landing], rules, 0.0).entries
     ledger = Ledger(tmp_path)
     try:

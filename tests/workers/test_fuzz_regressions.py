@@ -22,7 +22,7 @@ from workers.informers import ADDED, Change
 from workers.reconcile import Reconciler, Rules, live_verdict, rebuild
 
 NOW = 1_800_000_000.0
-RULES = Rules(SCHEDULER, VENDORS, 60.0)
+RULES = Rules(frozenset({SCHEDULER}), VENDORS, 60.0)
 SHAPE = shapes.pod_shape(VENDORS)
 GOOD = gpu_pod("good", alloc=allocation(("GPU-a", 1000, 10)))
 POISONS = [

@@ -29,7 +29,8 @@ from workers.reconcile import (
 
 NOW = 1_800_000_000.0
 TTL = 60.0
-RULES = Rules(SCHEDULER, VENDORS, TTL)
+ADOPTED = "hami-vgpu"  # a migration: pods HAMi placed under its own name
+RULES = Rules(frozenset({SCHEDULER, ADOPTED}), VENDORS, TTL)
 SHAPE = shapes.pod_shape(VENDORS)
 ALLOC = allocation(("GPU-a", 1000, 10))
 
@@ -60,6 +61,10 @@ LIVE = [
     pytest.param(ADDED, gpu_pod("p", alloc=ALLOC, node=None), "nothing", id="unbound: never added live"),
     pytest.param(
         ADDED, gpu_pod("p", alloc=ALLOC, scheduler="default-scheduler"), "remove", id="foreign (#3041)"
+    ),
+    pytest.param(ADDED, gpu_pod("p", alloc=ALLOC, scheduler=ADOPTED), "upsert", id="adopted: upsert bound"),
+    pytest.param(
+        ADDED, gpu_pod("p", alloc=ALLOC, scheduler=ADOPTED, node=None), "nothing", id="adopted unbound"
     ),
     pytest.param(ADDED, gpu_pod("p", alloc="GPU-a,NVIDIA,lots,10:;"), "remove", id="corrupt: holds nothing"),
     pytest.param(ADDED, gpu_pod("p", alloc=None), "remove", id="bound, no allocation"),
@@ -182,6 +187,12 @@ REBUILD = [
     pytest.param(gpu_pod("p", alloc=ALLOC, node=None), None, id="unbound, no time"),
     pytest.param(gpu_pod("p", alloc=ALLOC, phase="Succeeded"), None, id="terminal"),
     pytest.param(gpu_pod("p", alloc=ALLOC, scheduler="other"), None, id="foreign scheduler"),
+    pytest.param(gpu_pod("p", alloc=ALLOC, scheduler=ADOPTED), BOUND, id="adopted"),
+    pytest.param(
+        gpu_pod("p", alloc=ALLOC, node=None, scheduler=ADOPTED, vgpu_time=int(NOW - 10)),
+        CONFIRMED,
+        id="adopted bind in flight",
+    ),
     pytest.param(gpu_pod("p", alloc=ALLOC, deleting=True), BOUND, id="terminating"),
 ]
 
@@ -265,7 +276,7 @@ def pod_states(draw: st.DrawFn, name: str, generation: int, bound: bool) -> dict
         node=draw(st.sampled_from(["n1", "n2"])) if is_bound else None,
         assigned=draw(st.sampled_from(["n1", "n2", None])),
         alloc=draw(st.sampled_from(ALLOCATIONS)),
-        scheduler=draw(st.sampled_from([SCHEDULER, SCHEDULER, "default-scheduler"])),
+        scheduler=draw(st.sampled_from([SCHEDULER, SCHEDULER, ADOPTED, "default-scheduler"])),
         phase=draw(st.sampled_from(["Pending", "Running", "Running", "Succeeded", "Failed"])),
         vgpu_time=draw(st.sampled_from([None, int(NOW - 5), int(NOW - 600)])),
         init_containers=inits,

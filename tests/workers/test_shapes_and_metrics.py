@@ -28,7 +28,8 @@ def test_pod_shape_keeps_what_reconciliation_reads() -> None:
     ]
     assert "volumes" not in shaped["spec"] and "conditions" not in shaped["status"]
     assert shaped["status"]["initContainerStatuses"] == [{"state": {"terminated": {"exitCode": 0}}}]
-    assert reservation_from_pod(shaped, VENDORS, SCHEDULER) == reservation_from_pod(pod, VENDORS, SCHEDULER)
+    ours = frozenset({SCHEDULER})
+    assert reservation_from_pod(shaped, VENDORS, ours) == reservation_from_pod(pod, VENDORS, ours)
 
 
 def test_content_ignores_the_resource_version() -> None:

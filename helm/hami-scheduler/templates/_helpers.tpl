@@ -315,6 +315,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
       fieldPath: metadata.namespace
 - name: HAMI_SCHEDULER_NAME
   value: {{ .Values.schedulerName | quote }}
+- name: HAMI_ADOPT_SCHEDULER_NAMES
+  value: {{ join "," .Values.adoptSchedulerNames | quote }}
 - name: HAMI_NODE_SCHEDULER_POLICY
   value: {{ .Values.defaultSchedulerPolicy.nodeSchedulerPolicy | quote }}
 - name: HAMI_GPU_SCHEDULER_POLICY
