@@ -82,6 +82,12 @@ class WorkerMetrics:
         self.corrupt_pods = Counter(
             "hami_worker_pod_allocation_errors", "Pod allocation annotations that did not decode", registry=r
         )
+        self.allocation_rewrites = Counter(
+            "hami_worker_bound_allocation_rewrites",
+            "Changes of a bound pod's node or allocation annotation seen on the API and not followed "
+            "(a bound pod's allocation is immutable; alert on any)",
+            registry=r,
+        )
         self.handshakes = Counter(
             "hami_worker_handshake_patches",
             "Handshake annotations written, by result",

@@ -13,24 +13,36 @@ The team's rules, implemented exactly here:
    pod is removed; a bound pod that holds nothing (no or corrupt allocation — the corrupt one is logged and
    counted) is removed, as a rebuild would not have it. Unbound pods are never added from the API: only
    /filter creates rows for them (`assumed`, then `confirmed`) and /bind turns them `bound`.
-3. Sweep: an `assumed`/`confirmed` row whose pod is still unbound after the in-flight TTL is removed (the
-   scheduler gave up on it); any row whose pod the informer does not have is removed once it is older than
-   `GONE_GRACE` (a deletion missed between two lists; the grace covers informer lag behind /filter).
+3. Sweep: absence from the informer is never evidence that a pod is gone — a watch that lags (backoff up
+   to 30 s, a slow relist of a large cluster, a delayed stream) would make live reservations vanish and
+   the same device be handed out twice. A row the informer cannot vouch for (its pod absent from the
+   informer once the row is older than `GONE_GRACE`, or in flight past the TTL while the informer shows
+   its pod unbound) is a *suspect*; the sweep asks the API (one GET by namespace/name) and only the
+   answer decides: 404 or another UID under the name (gone), terminal -> removed; bound -> the bound row
+   (as a live event would make it); unbound and in flight past the TTL -> removed (the scheduler gave up
+   on it); anything else, or no answer -> kept. At most `CONFIRM_BUDGET` seconds of GETs per sweep.
 4. Rebuild (on becoming leader, at start without election, and when the periodic audit finds drift): the
    ledger becomes exactly rule 1 applied to a FRESH list of pods (not the watch cache), in one transaction
-   that keeps the `assumed`/`confirmed` rows younger than the TTL written by our Gunicorn workers (they win
-   over a rebuilt in-flight row; a rebuilt `bound` row wins over them). Rebuilt in-flight rows are
-   `confirmed` (their annotations are on the pod) and dated by their `vgpu-time`/`bind-time`.
-   Live events are held back (one lock) while the list and the replacement run, then applied in order,
-   so nothing that happens during the list is lost.
+   that keeps the rows written by our Gunicorn workers since the list began (a pod filtered and bound
+   while the list ran would otherwise be missing from both) and the `assumed`/`confirmed` rows younger
+   than the TTL (they win over a rebuilt in-flight row; a rebuilt `bound` row wins over them). Rebuilt
+   in-flight rows are `confirmed` (their annotations are on the pod) and dated by their
+   `vgpu-time`/`bind-time`. Live events are held back (one lock) while the list and the replacement run,
+   then applied in order, so nothing that happens during the list is lost.
 5. Rebuild equals live: `compare` checks a rebuild against the ledger, ignoring in-flight rows (HAMi
    #2812/#2876, Koordinator #1289); tests prove it for random event streams.
+6. A bound pod's allocation is immutable for the ledger: the device plugin handed those devices to the
+   running containers, so a later change of its `hami.io/vgpu-node` or allocation annotation (refused at
+   admission while `protectAnnotationsOnUpdate` is on) is never followed — the `bound` row keeps what the
+   pod was bound with, the change is counted (`on_rewrite`) and logged. A rebuild from a fresh list keeps
+   such a row too; only a ledger that never saw the pod bound takes its annotations as they are.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,12 +162,41 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
     return Rebuilt(tuple(entries), tuple(problems))
 
 
-def keep_inflight(rebuilt: Rebuilt, rules: Rules, now: float) -> Callable[[Entry], bool]:
-    """Which current rows survive a rebuild: in-flight ones younger than the TTL, unless now bound."""
-    bound = {e.uid for e in rebuilt.entries if e.state == BOUND}
+def held(entry: Entry) -> tuple[object, ...]:
+    """What a bound pod was given, immutable for the ledger (rule 6): its node, its allocation and its MIG
+    placements. The rest may change legitimately (init containers' shrink, MIG runtime identity)."""
+    slices = sorted(
+        (uuid, s.profile, s.placement.start, s.placement.size)
+        for uuid, u in entry.uses.items()
+        for s in u.mig
+    )
+    return (entry.node, entry.allocation, tuple(slices))
+
+
+def rewritten(current: Entry | None, fresh: Entry | None) -> bool:
+    """Would `fresh` change what the bound row `current` holds (rule 6)?"""
+    return (
+        current is not None
+        and fresh is not None
+        and current.state == BOUND
+        and current.uid == fresh.uid
+        and held(current) != held(fresh)
+    )
+
+
+def keep_current(rebuilt: Rebuilt, rules: Rules, now: float, listed_at: float) -> Callable[[Entry], bool]:
+    """Which current rows survive a rebuild from a list that began at `listed_at` (rule 4): rows written
+    since (the list may have missed them), in-flight rows younger than the TTL unless the rebuild has the
+    pod bound, and bound rows whose allocation the rebuild would rewrite (rule 6)."""
+    fresh = {e.uid: e for e in rebuilt.entries}
 
     def keep(row: Entry) -> bool:
-        return row.state in IN_FLIGHT and now - row.updated_at <= rules.inflight_ttl and row.uid not in bound
+        found = fresh.get(row.uid)
+        if found is not None and found.state == BOUND:
+            return rewritten(row, found)
+        if listed_at <= row.updated_at <= now:
+            return True
+        return row.state in IN_FLIGHT and now - row.updated_at <= rules.inflight_ttl
 
     return keep
 
@@ -183,22 +224,38 @@ def compare(rebuilt: Iterable[Entry], live: Iterable[Entry]) -> Drift:
     )
 
 
-def stale_rows(
-    rows: Iterable[Entry | RowState],
-    lookup: Callable[[str], Mapping[str, Any] | None],
-    rules: Rules,
-    now: float,
-) -> list[str]:
-    """Rule 3: rows the sweep removes."""
-    stale = []
+def suspects(
+    rows: Iterable[RowState], lookup: Callable[[str], Mapping[str, Any] | None], rules: Rules, now: float
+) -> list[RowState]:
+    """Rule 3, first half: rows the informer cannot vouch for. None is removed on this evidence alone."""
+    found = []
     for row in rows:
         pod = lookup(row.uid)
         if pod is None:
             if now - row.updated_at > GONE_GRACE:
-                stale.append(row.uid)
+                found.append(row)
         elif row.state in IN_FLIGHT and not is_bound(pod) and now - row.updated_at > rules.inflight_ttl:
-            stale.append(row.uid)
-    return stale
+            found.append(row)
+    return found
+
+
+def confirmed(row: RowState, pod: Mapping[str, Any] | None, rules: Rules, now: float) -> Verdict:
+    """Rule 3, second half: what the API's answer for a suspect row's pod (None: 404) does to the row."""
+    try:
+        if pod is None or pods.uid(pod) != row.uid or pods.is_terminated(pod):
+            return Verdict(row.uid, remove=True)
+        if is_bound(pod):
+            entry = entry_for(pod, rules.vendors, rules.schedulers, BOUND, now)
+            return Verdict(row.uid, entry=entry) if entry is not None else Verdict(row.uid, remove=True)
+    except ValueError as exc:  # a corrupt allocation holds nothing, as in rule 2
+        return Verdict(row.uid, remove=True, problem=str(exc))
+    if row.state in IN_FLIGHT and now - row.updated_at > rules.inflight_ttl:
+        return Verdict(row.uid, remove=True)
+    return Verdict(row.uid)
+
+
+Fetch = Callable[[str, str], Mapping[str, Any] | None]  # GET a pod by namespace/name; None on 404
+CONFIRM_BUDGET = 3.0  # seconds of confirming GETs per sweep; the rest waits for the next sweep
 
 
 class Reconciler:
@@ -210,38 +267,64 @@ class Reconciler:
         rules: Rules,
         clock: Callable[[], float],
         on_problem: Callable[[], None] = lambda: None,
+        on_rewrite: Callable[[], None] = lambda: None,
     ) -> None:
         self.ledger = ledger
         self.rules = rules
         self._clock = clock
         self._on_problem = on_problem
+        self._on_rewrite = on_rewrite
         self._lock = threading.Lock()
+
+    def _apply(self, verdicts: Iterable[Verdict], described: Mapping[str, str]) -> None:
+        """Upsert and remove as the verdicts say (the caller holds the lock), never following a rewrite of a
+        bound pod's allocation (rule 6)."""
+        upserts, removals = [], []
+        for verdict in verdicts:
+            if verdict.problem:
+                self._on_problem()
+                logger.warning(
+                    "pod allocation annotation is corrupt; it holds nothing",
+                    extra={"pod": described.get(verdict.uid, "?"), "error": verdict.problem},
+                )
+            if verdict.remove:
+                removals.append(verdict.uid)
+                continue
+            if verdict.entry is None:
+                continue
+            current = self.ledger.get(verdict.uid)
+            if rewritten(current, verdict.entry):
+                assert current is not None
+                self._on_rewrite()
+                logger.error(
+                    "a bound pod's allocation changed on the API; the ledger keeps what it was bound with",
+                    extra={
+                        "pod": f"{current.namespace}/{current.name}",
+                        "node": current.node,
+                        "allocation": current.allocation,
+                        "changed_to": f"{verdict.entry.node} {verdict.entry.allocation}",
+                    },
+                )
+                continue
+            if not same(verdict.entry, current):
+                upserts.append(verdict.entry)
+        if upserts:
+            self.ledger.upsert(upserts)
+        if removals:
+            self.ledger.remove(removals)
 
     def handle(self, changes: Sequence[Change]) -> None:
         """The pod informer's handler (rule 2); the last event of a pod in the batch wins."""
         with self._lock:
             now = self._clock()
             final: dict[str, Verdict] = {}
+            described: dict[str, str] = {}
             for change in changes:
                 verdict = live_verdict(change, self.rules, now)
-                if verdict.problem:
-                    self._on_problem()
-                    logger.warning(
-                        "pod allocation annotation is corrupt; it holds nothing",
-                        extra={"pod": _describe(change.obj), "error": verdict.problem},
-                    )
                 if verdict.uid:
                     final[verdict.uid] = verdict
-            upserts = [
-                v.entry
-                for v in final.values()
-                if v.entry is not None and not same(v.entry, self.ledger.get(v.uid))
-            ]
-            if upserts:
-                self.ledger.upsert(upserts)
-            removals = [v.uid for v in final.values() if v.remove]
-            if removals:
-                self.ledger.remove(removals)
+                    described[verdict.uid] = _describe(change.obj)
+            self._apply(final.values(), described)
 
     def _problems(self, rebuilt: Rebuilt) -> None:
         for pod, why in rebuilt.problems:
@@ -253,13 +336,15 @@ class Reconciler:
     def rebuild(self, list_pods: Callable[[], list[dict[str, Any]]], *, only_on_drift: bool = False) -> Drift:
         """Rule 4 from a fresh list; with `only_on_drift` (the audit) replace only when rule 5 fails."""
         with self._lock:
+            listed_at = self._clock()
             fresh = list_pods()
             now = self._clock()
             rebuilt = rebuild(fresh, self.rules, now)
             drift = compare(rebuilt.entries, self.ledger.all_entries())
             if drift or not only_on_drift:
                 self._problems(rebuilt)
-                self.ledger.replace_all(rebuilt.entries, keep=keep_inflight(rebuilt, self.rules, now))
+                keep = keep_current(rebuilt, self.rules, now, listed_at)
+                self.ledger.replace_all(rebuilt.entries, keep=keep)
             return drift
 
     def prune(self) -> None:
@@ -267,16 +352,40 @@ class Reconciler:
         with self._lock:
             self.ledger.prune_tombstones()
 
-    def sweep(self, lookup: Callable[[str], Mapping[str, Any] | None]) -> dict[str, int]:
-        """Rule 3; returns the ledger's row count per state after the sweep (for metrics)."""
+    def sweep(
+        self,
+        lookup: Callable[[str], Mapping[str, Any] | None],
+        fetch: Fetch,
+        budget: float = CONFIRM_BUDGET,
+    ) -> dict[str, int]:
+        """Rule 3: find the suspects, ask the API about each (outside the lock: live events go on), then
+        apply the answers to the rows that did not change meanwhile. Returns the row count per state."""
         with self._lock:
-            rows = self.ledger.row_states()  # the rule needs uid, state and age only
-            stale = set(stale_rows(rows, lookup, self.rules, self._clock()))
-            if stale:
-                self.ledger.remove(stale)
-                logger.info("removed stale reservations", extra={"count": len(stale)})
+            doubtful = suspects(self.ledger.row_states(), lookup, self.rules, self._clock())
+        answers: dict[str, tuple[RowState, Mapping[str, Any] | None]] = {}
+        deadline = time.monotonic() + budget
+        for row in doubtful:
+            if time.monotonic() > deadline:
+                logger.info("ledger sweep ran out of time; the rest waits", extra={"left": len(doubtful)})
+                break
+            try:
+                answers[row.uid] = (row, fetch(row.namespace, row.name))
+            except Exception as exc:  # no answer proves nothing: the row stays until the next sweep
+                logger.info("could not confirm a reservation", extra={"uid": row.uid, "error": str(exc)})
+        with self._lock:
+            now = self._clock()
+            verdicts = []
+            for uid, (row, pod) in answers.items():
+                current = self.ledger.get(uid)
+                if current is None or (current.state, current.updated_at) != (row.state, row.updated_at):
+                    continue  # written meanwhile (a live event, a bind): the answer is about an older row
+                verdicts.append(confirmed(row, pod, self.rules, now))
+            removed = sum(1 for v in verdicts if v.remove)
+            self._apply(verdicts, {uid: f"{row.namespace}/{row.name}" for uid, (row, _) in answers.items()})
+            if removed:
+                logger.info("removed stale reservations", extra={"count": removed})
+            rows = self.ledger.row_states()
         counts = {ASSUMED: 0, CONFIRMED: 0, BOUND: 0}
-        for row in rows:
-            if row.uid not in stale:
-                counts[row.state] = counts.get(row.state, 0) + 1
+        for state in (row.state for row in rows):
+            counts[state] = counts.get(state, 0) + 1
         return counts

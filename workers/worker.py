@@ -89,6 +89,7 @@ class Worker:
             Rules(settings.counted.names, vendors, settings.inflight_ttl),
             clock,
             on_problem=self.metrics.corrupt_pods.inc,
+            on_rewrite=self.metrics.allocation_rewrites.inc,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
         self.state_metrics = StateMetrics(
@@ -261,6 +262,16 @@ class Worker:
     def _list_pods(self) -> list[dict[str, object]]:
         return self.pods.list_fresh(on_page=self.status.alive)
 
+    def _fetch_pod(self, namespace: str, name: str) -> dict[str, object] | None:
+        """The pod as the API has it now (None: 404), for the ledger sweep's confirmations."""
+        self.status.alive()
+        try:
+            return objects.get_pod(self._kube, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
     def _sync(self, term: int) -> bool:
         """A new term: rebuild the ledger from a fresh list, publish the inventory, declare synced; then
         the node writes (handshakes, role labels), which do not change what was published."""
@@ -335,7 +346,7 @@ class Worker:
     def _housekeeping(self, synced_leader: bool, sweep: _Timer, prune: _Timer, audit: _Timer) -> None:
         now = time.monotonic()
         if sweep.fire(now):
-            for state, count in self.reconciler.sweep(self.pods.get).items():
+            for state, count in self.reconciler.sweep(self.pods.get, self._fetch_pod).items():
                 self.metrics.ledger_entries.labels(state).set(count)
         if prune.fire(now):
             self.reconciler.prune()

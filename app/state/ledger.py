@@ -111,6 +111,8 @@ class RowState(NamedTuple):
     uid: str
     state: str
     updated_at: float
+    namespace: str = ""
+    name: str = ""
 
 
 def _slice(s: MigSlice) -> list[object]:
@@ -350,8 +352,10 @@ class Ledger:
         """uid, state and write time of every row, nothing decoded: what the worker's sweep reads (decoding
         20,000 rows' device uses with `all_entries` costs ~0.4 s of CPU every sweep)."""
         with self._lock:
-            rows = self._db.execute("SELECT uid, state, updated_at FROM reservations").fetchall()
-        return [RowState(str(uid), str(state), float(at)) for uid, state, at in rows]
+            rows = self._db.execute(
+                "SELECT uid, state, updated_at, namespace, name FROM reservations"
+            ).fetchall()
+        return [RowState(str(u), str(s), float(at), str(ns), str(n)) for u, s, at, ns, n in rows]
 
     # -- incremental readers ----------------------------------------------------------------------------
 

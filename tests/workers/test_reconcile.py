@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,10 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from worker_builders import SCHEDULER, VENDORS, allocation, gpu_pod
+from worker_builders import ALLOCATED, ASSIGNED, SCHEDULER, VENDORS, allocation, gpu_pod
 
 from app.core.model import DeviceUse
-from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger
+from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
 from workers import shapes
 from workers.informers import ADDED, DELETED, MODIFIED, Change
 from workers.reconcile import (
@@ -21,10 +22,11 @@ from workers.reconcile import (
     Reconciler,
     Rules,
     compare,
-    keep_inflight,
+    confirmed,
+    keep_current,
     live_verdict,
     rebuild,
-    stale_rows,
+    suspects,
 )
 
 NOW = 1_800_000_000.0
@@ -138,7 +140,7 @@ def _row(uid: str, state: str, age: float) -> Entry:
     return Entry(uid, "default", uid, "n1", state, {}, updated_at=NOW - age)
 
 
-SWEEP = [
+SUSPECTS = [
     pytest.param(
         _row("u", ASSUMED, TTL + 1), gpu_pod("p", node=None, alloc=ALLOC), True, id="unbound past TTL"
     ),
@@ -150,23 +152,95 @@ SWEEP = [
     ),
     pytest.param(_row("u", ASSUMED, TTL + 1), gpu_pod("p", alloc=ALLOC), False, id="bound: event upserts it"),
     pytest.param(_row("u", BOUND, 3600), gpu_pod("p", alloc=ALLOC), False, id="bound row of a live pod"),
-    pytest.param(_row("u", ASSUMED, GONE_GRACE + 1), None, True, id="pod gone"),
-    pytest.param(_row("u", BOUND, GONE_GRACE + 1), None, True, id="bound row, pod gone"),
+    pytest.param(_row("u", ASSUMED, GONE_GRACE + 1), None, True, id="absent from the informer"),
+    pytest.param(_row("u", BOUND, GONE_GRACE + 1), None, True, id="bound row, absent from the informer"),
     pytest.param(_row("u", ASSUMED, GONE_GRACE - 1), None, False, id="pod not seen yet (informer lag)"),
 ]
 
 
-@pytest.mark.parametrize(("row", "pod", "stale"), SWEEP)
-def test_sweep_rules(row: Entry, pod: dict[str, Any] | None, stale: bool) -> None:
+def _state(row: Entry) -> RowState:
+    return RowState(row.uid, row.state, row.updated_at, row.namespace, row.name)
+
+
+@pytest.mark.parametrize(("row", "pod", "suspect"), SUSPECTS)
+def test_sweep_suspects(row: Entry, pod: dict[str, Any] | None, suspect: bool) -> None:
     shaped = SHAPE(pod) if pod is not None else None
-    assert stale_rows([row], lambda uid: shaped, RULES, NOW) == (["u"] if stale else [])
+    assert suspects([_state(row)], lambda uid: shaped, RULES, NOW) == ([_state(row)] if suspect else [])
+
+
+def _uid(pod: dict[str, Any], uid: str) -> dict[str, Any]:
+    return {**pod, "metadata": {**pod["metadata"], "uid": uid}}
+
+
+CONFIRMED_BY_API = [
+    pytest.param(_row("u", BOUND, 3600), None, "remove", id="404: gone"),
+    pytest.param(_row("u", BOUND, 3600), gpu_pod("p", alloc=ALLOC), "remove", id="another UID: gone"),
+    pytest.param(
+        _row("u", BOUND, 3600), _uid(gpu_pod("p", alloc=ALLOC, phase="Failed"), "u"), "remove", id="terminal"
+    ),
+    pytest.param(_row("u", BOUND, 3600), _uid(gpu_pod("p", alloc=ALLOC), "u"), "upsert", id="bound: kept"),
+    pytest.param(
+        _row("u", CONFIRMED, TTL + 1), _uid(gpu_pod("p", alloc=ALLOC), "u"), "upsert", id="bound meanwhile"
+    ),
+    pytest.param(
+        _row("u", ASSUMED, GONE_GRACE + 1),
+        _uid(gpu_pod("p", node=None, alloc=ALLOC), "u"),
+        "nothing",
+        id="unbound in TTL: informer lag",
+    ),
+    pytest.param(
+        _row("u", CONFIRMED, TTL + 1),
+        _uid(gpu_pod("p", node=None, alloc=ALLOC), "u"),
+        "remove",
+        id="unbound past TTL: given up",
+    ),
+    pytest.param(
+        _row("u", BOUND, 3600),
+        _uid(gpu_pod("p", alloc=ALLOC, scheduler="other"), "u"),
+        "remove",
+        id="foreign",
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "pod", "action"), CONFIRMED_BY_API)
+def test_sweep_acts_only_on_the_apis_answer(row: Entry, pod: dict[str, Any] | None, action: str) -> None:
+    verdict = confirmed(_state(row), SHAPE(pod) if pod is not None else None, RULES, NOW)
+    assert ("remove" if verdict.remove else "upsert" if verdict.entry else "nothing") == action
+
+
+def test_sweep_keeps_rows_the_api_still_has_however_far_the_informer_lags(ledger: Ledger) -> None:
+    """Finding 1 of issue 11: a lagging pod watch must not make live reservations vanish."""
+    pod = _uid(gpu_pod("p", alloc=ALLOC), "uid-p")
+    live = rebuild([SHAPE(pod)], RULES, NOW).entries[0]
+    ledger.upsert([dataclasses.replace(live, updated_at=NOW - 3600), _row("gone", BOUND, 3600)])
+    asked: list[tuple[str, str]] = []
+
+    def fetch(namespace: str, name: str) -> dict[str, Any] | None:
+        asked.append((namespace, name))
+        return SHAPE(pod) if name == "p" else None
+
+    counts = Reconciler(ledger, RULES, lambda: NOW).sweep(lambda uid: None, fetch)
+    assert sorted(asked) == [("default", "gone"), ("default", "p")]
+    assert [e.uid for e in ledger.all_entries()] == ["uid-p"]
+    assert counts == {ASSUMED: 0, CONFIRMED: 0, BOUND: 1}
+
+
+def test_sweep_keeps_a_row_when_the_api_does_not_answer(ledger: Ledger) -> None:
+    ledger.upsert([_row("u", BOUND, 3600)])
+
+    def fetch(namespace: str, name: str) -> dict[str, Any] | None:
+        raise TimeoutError("no answer")
+
+    Reconciler(ledger, RULES, lambda: NOW).sweep(lambda uid: None, fetch)
+    assert [e.uid for e in ledger.all_entries()] == ["u"]
 
 
 def test_sweep_counts_rows_by_state(ledger: Ledger) -> None:
     ledger.upsert([_row("a", BOUND, 0), _row("b", ASSUMED, 0), _row("gone", BOUND, 3600)])
     pods = {"a": SHAPE(gpu_pod("a", alloc=ALLOC)), "b": SHAPE(gpu_pod("b", node=None))}
-    assert sorted(ledger.row_states()) == sorted((e.uid, e.state, e.updated_at) for e in ledger.all_entries())
-    counts = Reconciler(ledger, RULES, lambda: NOW).sweep(pods.get)
+    assert sorted(ledger.row_states()) == sorted(_state(e) for e in ledger.all_entries())
+    counts = Reconciler(ledger, RULES, lambda: NOW).sweep(pods.get, lambda namespace, name: None)
     assert counts == {ASSUMED: 1, CONFIRMED: 0, BOUND: 1}
     assert [e.uid for e in ledger.all_entries()] == ["a", "b"]
 
@@ -224,11 +298,37 @@ def test_rebuild_keeps_young_in_flight_rows_and_bound_wins(ledger: Ledger) -> No
     assert rows == {"young": ASSUMED, "uid-b": BOUND, "uid-c": BOUND}
 
 
-def test_keep_inflight_prefers_a_live_assume_over_a_rebuilt_in_flight_row() -> None:
+def test_keep_current_prefers_a_live_assume_over_a_rebuilt_in_flight_row() -> None:
     rebuilt = rebuild([SHAPE(gpu_pod("p", node=None, alloc=ALLOC, vgpu_time=int(NOW)))], RULES, NOW)
-    keep = keep_inflight(rebuilt, RULES, NOW)
+    keep = keep_current(rebuilt, RULES, NOW, NOW - 1)
     assert keep(_row("uid-p", ASSUMED, 1))
     assert not keep(_row("uid-p", ASSUMED, TTL + 1))
+
+
+def test_rebuild_keeps_a_row_bound_while_the_list_ran(ledger: Ledger) -> None:
+    """A pod filtered and bound after the list began is in neither the list nor an in-flight state."""
+    clock = iter([NOW - 2, NOW])
+    reconciler = Reconciler(ledger, RULES, lambda: next(clock))
+
+    def listing() -> list[dict[str, Any]]:
+        ledger.upsert([_row("bound-meanwhile", BOUND, 1)])  # written at NOW - 1, while the list runs
+        return []
+
+    reconciler.rebuild(listing)
+    assert [e.uid for e in ledger.all_entries()] == ["bound-meanwhile"]
+
+
+def test_a_bound_pods_allocation_is_not_followed(ledger: Ledger) -> None:
+    """Rule 6: a rewrite of a bound pod's allocation on the API is counted, never followed."""
+    rewrites: list[int] = []
+    reconciler = Reconciler(ledger, RULES, lambda: NOW, on_rewrite=lambda: rewrites.append(1))
+    reconciler.handle([change(ADDED, gpu_pod("p", alloc=ALLOC))])
+    before = ledger.get("uid-p")
+    moved = gpu_pod("p", alloc=allocation(("GPU-b", 1000, 10)))
+    reconciler.handle([change(MODIFIED, moved)])
+    assert ledger.get("uid-p") == before and rewrites == [1]
+    reconciler.rebuild(lambda: [SHAPE(moved)])
+    assert ledger.get("uid-p") == before
 
 
 def test_audit_replaces_only_on_drift(ledger: Ledger) -> None:
@@ -287,7 +387,8 @@ def pod_states(draw: st.DrawFn, name: str, generation: int, bound: bool) -> dict
 
 @st.composite
 def event_streams(draw: st.DrawFn) -> tuple[list[Change], list[dict[str, Any]]]:
-    """Random adds/updates/deletes (with Kubernetes' rule that a bound pod stays bound), some delivered
+    """Random adds/updates/deletes (with Kubernetes' rule that a bound pod stays bound, and ours that its
+    allocation stays what it was bound with), some delivered
     in batches as a re-list would; returns the changes and the final pod set."""
     live: dict[str, dict[str, Any]] = {}
     generations = dict.fromkeys(NAMES, 0)
@@ -304,6 +405,12 @@ def event_streams(draw: st.DrawFn) -> tuple[list[Change], list[dict[str, Any]]]:
         state = SHAPE(draw(pod_states(name, generations[name], was_bound)))
         if was_bound and current is not None:
             state["spec"]["nodeName"] = current["spec"]["nodeName"]
+            # a bound pod's allocation is immutable: the webhook refuses a change (rule 6)
+            annotations = state["metadata"]["annotations"]
+            for key in (ASSIGNED, ALLOCATED):
+                annotations.pop(key, None)
+                if key in current["metadata"]["annotations"]:
+                    annotations[key] = current["metadata"]["annotations"][key]
         kind = MODIFIED if current is not None else ADDED
         live[name] = state
         change_ = Change(kind, state, current)
