@@ -43,12 +43,16 @@ def policy_contains(policy: str, name: str) -> bool:
 
 
 def gpu_policy(annotations: Mapping[str, str], default: str) -> str:
-    """The pod's `hami.io/gpu-scheduler-policy` (verbatim, may be a chain) or the default."""
-    return annotations.get(GPU_POLICY_ANNOTATION) or default
+    """The pod's `hami.io/gpu-scheduler-policy` (verbatim, may be a chain) or the default.
+
+    Present means present, as in HAMi (`if value, ok := ...; ok`): an empty value overrides the default and
+    sorts as spread (an unknown policy does too), an empty node policy as binpack.
+    """
+    return annotations.get(GPU_POLICY_ANNOTATION, default)
 
 
 def node_policy(annotations: Mapping[str, str], default: str) -> str:
-    return annotations.get(NODE_POLICY_ANNOTATION) or default
+    return annotations.get(NODE_POLICY_ANNOTATION, default)
 
 
 def go_parse_bool(text: str) -> bool | None:

@@ -54,6 +54,19 @@ def holds_devices(pod: Mapping[str, Any]) -> bool:
     return bool(pods.annotations_of(pod).get(ASSIGNED_NODE)) and not pods.is_terminated(pod)
 
 
+def aligned(raw: Mapping[str, Any], containers: int) -> bool:
+    """Does every vendor's allocation have a group per container, so that a group's index is its container's?
+
+    Ours always does (one `;`-terminated group per container, init containers first: containers + 1 groups
+    once decoded). HAMi's scheduler pads containers without a request under the device model instead of the
+    vendor key (reference §12 #1), so a pod HAMi placed with, say, an Istio init container and sidecar before
+    its GPU container carries fewer groups: its GPU group sits at index 0, which would read as the init
+    container's, and vanish from the usage once the init container finished — a GPU in use that looks free.
+    Such allocations are counted conservatively: every group as a regular container (summed), never shrunk.
+    """
+    return all(len(groups) > containers for groups in raw.values())
+
+
 def reservation_from_pod(
     pod: Mapping[str, Any], vendors: Sequence[Vendor], schedulers: frozenset[str] | None = None
 ) -> Reservation | None:
@@ -79,6 +92,8 @@ def reservation_from_pod(
     if not raw:
         return None
     init_count = len(pods.init_containers(pod))
+    if not aligned(raw, init_count + len(pods.containers(pod))):
+        init_count = 0  # indexes say nothing: count every group, for as long as the pod runs
     released = init_count > 0 and init_containers_done(pod)
     collapsed = collapse_pod(raw, init_count, include_init=not released)
     slices = mig.pod_allocations(annotations)  # every entry, init containers' too (as HAMi counts them)

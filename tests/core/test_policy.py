@@ -137,12 +137,29 @@ def test_policy_names() -> None:
         ({"hami.io/gpu-scheduler-policy": "binpack,numa"}, "binpack,numa", "binpack"),
         ({"hami.io/node-scheduler-policy": "spread"}, "spread", "spread"),
         ({"hami.io/gpu-scheduler-policy": " mutex "}, " mutex ", "binpack"),
+        ({"hami.io/gpu-scheduler-policy": "", "hami.io/node-scheduler-policy": ""}, "", ""),
     ],
-    ids=["defaults", "gpu-chain-verbatim", "node-override", "gpu-value-verbatim"],
+    ids=["defaults", "gpu-chain-verbatim", "node-override", "gpu-value-verbatim", "empty-overrides"],
 )
 def test_policy_annotations(annotations: dict[str, str], expected_gpu: str, expected_node: str) -> None:
     assert gpu_policy(annotations, "spread") == expected_gpu
     assert node_policy(annotations, "binpack") == expected_node
+
+
+def test_an_empty_annotation_means_spread_for_gpus_and_binpack_for_nodes_whatever_the_defaults() -> None:
+    """HAMi: a present annotation replaces the default, an empty one too (`if value, ok := ...; ok`)."""
+    empty = {"hami.io/gpu-scheduler-policy": "", "hami.io/node-scheduler-policy": ""}
+    devices = [_scored(*D[i]) for i in INPUT_ORDER]
+    sort_devices(devices, gpu_policy(empty, "binpack"), False)
+    spread = [_scored(*D[i]) for i in INPUT_ORDER]
+    sort_devices(spread, "spread", False)
+    assert [d.device.index for d in devices] == [d.device.index for d in spread]
+    scores = {"a": 1.0, "b": 2.0, "c": 3.0}
+    assert sorted(scores, key=lambda n: node_sort_key(node_policy(empty, "spread"))(scores[n])) == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -205,3 +205,34 @@ def test_usage_by_node_and_quota_used() -> None:
         "other": {"GPU-Z": DeviceUse(1, 1, 1)},
     }
     assert quota_used([a, b, c]) == {"default": {MEM: 35769, CORES: 31}, "team": {MEM: 100, CORES: 5}}
+
+
+# HAMi's padding quirk (§12 #1): fewer groups than containers, so indexes do not name containers
+
+
+@pytest.mark.parametrize(
+    ("allocated", "init", "apps", "done", "use"),
+    [
+        pytest.param("GPU-A,NVIDIA,16000,50:;", 1, 2, True, DeviceUse(1, 16000, 50), id="istio-init-done"),
+        pytest.param(
+            "GPU-A,NVIDIA,16000,50:;", 1, 2, False, DeviceUse(1, 16000, 50), id="istio-init-running"
+        ),
+        pytest.param(
+            "GPU-A,NVIDIA,1000,10:;GPU-A,NVIDIA,2000,20:;",
+            1,
+            2,
+            True,
+            DeviceUse(2, 3000, 30),
+            id="summed-never-shrunk",
+        ),
+        pytest.param(";GPU-A,NVIDIA,16000,50:;;", 1, 2, True, DeviceUse(1, 16000, 50), id="aligned-ours"),
+        pytest.param("GPU-A,NVIDIA,16000,50:;;;", 1, 2, True, None, id="aligned-init-only-released"),
+    ],
+)
+def test_allocations_with_fewer_groups_than_containers_count_every_group(
+    allocated: str, init: int, apps: int, done: bool, use: DeviceUse | None
+) -> None:
+    status = {"initContainerStatuses": [_terminated(0)]} if done else None
+    reservation = reservation_from_pod(scheduled(allocated, init=init, apps=apps, status=status), VENDORS)
+    assert reservation is not None
+    assert reservation.uses.get("GPU-A") == use
