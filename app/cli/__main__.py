@@ -1,4 +1,5 @@
-"""`python -m app.cli explain|admit ...`: parse arguments, run one command, map errors to exit status 2."""
+"""`python -m app.cli explain|admit|migrate-values ...`: parse arguments, run one command, map errors to exit
+status 2."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.cli import admit, explain
+from app.cli import admit, explain, migrate
 from app.cli.common import CliError
 
 
@@ -22,13 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
         commands.add_parser("explain", help="where would this pod go, and why not elsewhere?")
     )
     admit.add_arguments(commands.add_parser("admit", help="what would the webhook do to this pod?"))
+    migrate.add_arguments(
+        commands.add_parser("migrate-values", help="our chart's values for HAMi's chart values")
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        output = explain.run(args) if args.command == "explain" else admit.run(args)
+        run = {"explain": explain.run, "admit": admit.run, "migrate-values": migrate.run}[args.command]
+        output = run(args)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
