@@ -1,5 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Everything installs itself into ignored
-# folders (.venv for Python, .tools for kubectl/helm/hadolint/kubernetes-validate).
+# folders (.venv for Python, .tools for kubectl/helm/hadolint/kubernetes-validate, .tools/kube for the real
+# control plane built from Go modules: `make kube`, or $HAMI_KUBE_CACHE to keep it outside the clone).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,7 @@ TOOLS ?= .tools
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(TOOLS))/bin:$(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup tools test unit integration lint typecheck imports format demo bench bench-full chaos chart clean
+.PHONY: setup tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart clean
 
 setup: $(STAMP)
 
@@ -22,6 +23,10 @@ tools: $(TOOLS)/bin/kubectl
 
 $(TOOLS)/bin/kubectl:
 	bash scripts/install-tools.sh $(TOOLS)
+
+# etcd, kube-apiserver and kube-scheduler from tools/etcd and tools/kube (Go); skipped when built.
+kube:
+	bash scripts/build-kube.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -39,13 +44,13 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 # `make test` = lint + typecheck + import contracts + every test (unit and integration).
-test: setup tools lint
+test: setup tools kube lint
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest --ignore=tests/integration
 
-integration: setup tools
+integration: setup tools kube
 	$(PY) -m pytest tests/integration
 
 demo: setup

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("sim.fuzz:COMMAND", "bad inputs and corrupt cluster state against the running service"),
     "nodes": ("sim.actors:NODES", "simulated GPU nodes: kubelet + HAMi device plugin (Allocate)"),
     "scheduler": ("sim.actors:SCHEDULER", "simulated kube-scheduler calling the extender"),
+    "up": ("sim.up:COMMAND", "the whole stack in the foreground (real or emulated control plane)"),
 }
 
 

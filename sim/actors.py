@@ -52,6 +52,11 @@ def nodes_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=8, help="allocation threads for all nodes")
     parser.add_argument("--run-seconds", type=float, default=None, help="default pod run time (forever)")
     parser.add_argument("--no-register", action="store_true", help="nodes exist already: only run kubelets")
+    parser.add_argument(
+        "--finish-deletions",
+        action="store_true",
+        help="delete terminating pods with grace 0, as a kubelet does once containers stopped (real API)",
+    )
 
 
 def nodes_main(args: argparse.Namespace) -> int:
@@ -71,7 +76,11 @@ def nodes_main(args: argparse.Namespace) -> int:
         print(f"sim nodes: {exc}", file=sys.stderr)
         return 2
     kube = Kube.from_kubeconfig(args.kubeconfig, max(8, args.workers * 2), args.api_retries)
-    kubelets = Kubelets(kube, cluster, PluginConfig(args.allocate_latency, args.workers, args.run_seconds))
+    kubelets = Kubelets(
+        kube,
+        cluster,
+        PluginConfig(args.allocate_latency, args.workers, args.run_seconds, args.finish_deletions),
+    )
     try:
         if not args.no_register:
             register_nodes(kube, cluster)

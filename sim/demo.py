@@ -18,7 +18,6 @@ infrastructure failed (a process died, the service never became ready, pods stil
 from __future__ import annotations
 
 import argparse
-import base64
 import shutil
 import signal
 import sys
@@ -28,53 +27,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import jsonpatch
-import orjson
 import urllib3
 
 from sim import podutil
 from sim.actors import stats_of
+from sim.cluster import start_cluster
 from sim.command import Command
-from sim.kube import Kube, KubeError, atomic_write_json, pod_path
-from sim.report import placement_table, summarize, utilisation_chart
-from sim.stack import DemoFailure, Stack, start_cluster
-from sim.workload import DEMO_LABEL, DemoPod, demo_pods
+from sim.controlplane import KINDS
+from sim.harness import create_pod
+from sim.kube import Kube, KubeError, atomic_write_json
+from sim.report import histogram_quantile_ms, placement_table, summarize, utilisation_chart
+from sim.stack import DemoFailure, Stack
+from sim.workload import DEMO_LABEL, demo_pods
 
 
 class Interrupted(Exception):
     """SIGTERM or SIGINT."""
-
-
-def admit(http: urllib3.PoolManager, url: str, demo: DemoPod) -> tuple[dict[str, Any] | None, str]:
-    """Our webhook on a CREATE of the pod: the pod to create (patch applied), or None and the denial."""
-    pod = demo.manifest
-    meta = pod["metadata"]
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": f"demo-{meta['namespace']}-{meta['name']}",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:default:demo"},
-            "object": pod,
-            "dryRun": False,
-        },
-    }
-    response = http.request(
-        "POST", f"{url}/webhook", body=orjson.dumps(review), headers={"Content-Type": "application/json"}
-    )
-    if response.status != 200:
-        raise DemoFailure(f"the webhook answered HTTP {response.status} for {demo.key}")
-    answer = orjson.loads(response.data).get("response") or {}
-    if not answer.get("allowed"):
-        return None, str((answer.get("status") or {}).get("message") or "denied")
-    if answer.get("patch"):
-        pod = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(answer["patch"])))
-    return pod, ""
 
 
 def demo_state(kube: Kube) -> list[dict[str, Any]]:
@@ -82,16 +50,18 @@ def demo_state(kube: Kube) -> list[dict[str, Any]]:
 
 
 def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, Any]:
+    assert stack.control_plane is not None
     pods = demo_pods(args.pods, args.seed)
     denied: dict[str, str] = {}
     started = time.time()
     for demo in pods:
-        manifest, reason = admit(stack.http, stack.service_url, demo)
-        if manifest is None:
+        reason = create_pod(stack, demo.manifest)
+        if reason:
             denied[demo.key] = reason
-            continue
-        kube.create(pod_path(manifest["metadata"]["namespace"]), manifest)
     created = len(pods) - len(denied)
+    # The real kube-scheduler never gives up on a pod: the outcome counts once stable for `stable` seconds.
+    stable = 0.0 if stack.control_plane.rejections_are_final() else args.stable
+    last_change, last_counts = time.monotonic(), (-1, -1)
     print(f"submitted {created} pods ({len(denied)} denied by the webhook) in {time.time() - started:.1f}s")
     deadline = time.monotonic() + args.timeout
     last_print = 0.0
@@ -99,18 +69,19 @@ def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, An
         stack.check()
         state = demo_state(kube)
         bound = sum(1 for p in state if podutil.node_name(p))
-        rejected = sum(
-            1 for p in state if not podutil.node_name(p) and podutil.REJECTED in podutil.annotations_of(p)
-        )
+        rejected = sum(1 for p in state if podutil.unschedulable_reason(p) is not None)
+        if (bound, rejected) != last_counts:
+            last_change, last_counts = time.monotonic(), (bound, rejected)
         if time.monotonic() - last_print > 2.0:
             print(
                 f"  bound {bound}/{created}  unschedulable {rejected}  waiting {created - bound - rejected}"
             )
             last_print = time.monotonic()
-        if bound + rejected >= created or time.monotonic() > deadline:
+        done = bound + rejected >= created and time.monotonic() - last_change >= stable
+        if done or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    settled = time.time()
+    settled = time.time() - (time.monotonic() - last_change if stable else 0.0)
 
     def quiet() -> bool:
         current = demo_state(kube)
@@ -131,22 +102,29 @@ def build_report(
     args: argparse.Namespace, stack: Stack, kube: Kube, run: dict[str, Any], began: float
 ) -> dict[str, Any]:
     pods, nodes = demo_state(kube), kube.list("/api/v1/nodes")[1]
+    assert stack.control_plane is not None
+    metrics = stack.http.request("GET", f"{stack.service_url}/metrics").data.decode(errors="replace")
     stack.stop("scheduler", "nodes")  # their final stats
     scheduler, plugin = (
         stats_of(stack.workdir / "scheduler-stats.json"),
         stats_of(stack.workdir / "nodes-stats.json"),
     )
     report = summarize(pods, nodes)
+    latency = {  # the simulated scheduler measures its calls; with kube-scheduler, our service's histograms
+        f"{verb}_{q}_ms": (scheduler.get(verb) or {}).get(f"{q}_ms")
+        or histogram_quantile_ms(metrics, f"hami_scheduler_{verb}_duration_seconds", int(q[1:]) / 100)
+        for verb in ("filter", "bind")
+        for q in ("p50", "p99")
+    }
     elapsed = max(1e-9, (scheduler.get("last_bound_wall") or run["settled_at"]) - run["submit_started"])
     report.update(
         {
             "pods_requested": run["requested"],
             "pods_webhook_denied": len(run["denied"]),
             "webhook_denied": run["denied"],
-            "filter_p50_ms": (scheduler.get("filter") or {}).get("p50_ms", 0.0),
-            "filter_p99_ms": (scheduler.get("filter") or {}).get("p99_ms", 0.0),
-            "bind_p50_ms": (scheduler.get("bind") or {}).get("p50_ms", 0.0),
-            "bind_p99_ms": (scheduler.get("bind") or {}).get("p99_ms", 0.0),
+            **latency,
+            "control_plane": stack.control_plane.kind,
+            "versions": stack.control_plane.versions(),
             "pods_per_second": round(report["pods_bound"] / elapsed, 2),
             "scheduling_seconds": round(run["settled_at"] - run["submit_started"], 2),
             "wall_seconds": round(time.time() - began, 2),
@@ -158,6 +136,7 @@ def build_report(
                 "gpus_per_node": args.gpus_per_node,
                 "zones": args.zones,
                 "tls": args.tls,
+                "control_plane": args.control_plane,
             },
             "scheduler": scheduler,
             "device_plugin": plugin,
@@ -179,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack(workdir)
+    if args.control_plane == "real":
+        args.tls = True  # the chart serves HTTPS only
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     failure, code, report = "", 0, None
     try:
@@ -243,6 +224,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-unschedulable", type=int, default=5, help="see sim.scheduler")
     parser.add_argument("--tls", action="store_true", help="serve our service over HTTPS (a throwaway CA)")
     parser.add_argument("--workdir", default="", help="keep the logs and state here (default: a temp dir)")
+    parser.add_argument(
+        "--control-plane",
+        choices=KINDS,
+        default="emulator",
+        help="the API emulator and simulated kube-scheduler, or etcd + kube-apiserver + kube-scheduler",
+    )
+    parser.add_argument(
+        "--stable", type=float, default=5.0, help="real control plane: seconds the outcome must not change"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir after a successful run")
 
 

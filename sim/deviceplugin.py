@@ -60,6 +60,7 @@ class PluginConfig:
     allocate_latency: float = 0.002  # seconds one Allocate call takes on the node (besides API calls)
     workers: int = 8  # allocation threads shared by all nodes
     default_run_seconds: float | None = None  # None: pods run until deleted
+    finish_deletions: bool = False  # delete terminating pods at once (the real API server waits for this)
 
 
 class Stats:
@@ -233,6 +234,7 @@ class Kubelets:
         self._queues: dict[str, deque[tuple[str, float]]] = {s.name: deque() for s in cluster.nodes}
         self._busy: set[str] = set()
         self._seen: set[str] = set()  # pod UIDs admitted or queued
+        self._finishing: set[str] = set()  # pod UIDs whose deletion is being finished
         self._pod_ips = 0
         self._timers = Deferred("sim-kubelet-timers")
         self._stopped = False
@@ -262,8 +264,14 @@ class Kubelets:
         with self._lock:
             if kind == "DELETED":
                 self._seen.discard(uid)
+                self._finishing.discard(uid)
                 return
-            if uid in self._seen or podutil.terminating(pod):
+            if podutil.terminating(pod):
+                if self.config.finish_deletions and not self._stopped and uid not in self._finishing:
+                    self._finishing.add(uid)
+                    self._pool.submit(self._finish_deletion, pod)
+                return
+            if uid in self._seen:
                 return
             self._seen.add(uid)
             state = podutil.phase(pod)
@@ -335,6 +343,28 @@ class Kubelets:
             if exc.status != 404:
                 logger.warning("status of %s: %s", podutil.key(pod), exc)
             return False
+
+    def _finish_deletion(self, pod: Mapping[str, Any]) -> None:
+        """The kubelet's part of a graceful deletion: containers stopped, delete with grace 0 (UID
+        precondition, so a same-name successor is never deleted)."""
+        path = pod_path(podutil.namespace(pod), podutil.name(pod))
+        try:
+            self.kube.request(
+                "DELETE",
+                path,
+                {
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": podutil.uid(pod)},
+                },
+            )
+            self.stats.count("deletions_finished")
+        except KubeError as exc:
+            if exc.status not in (404, 409):
+                logger.warning("finishing the deletion of %s: %s", podutil.key(pod), exc)
+            with self._lock:
+                self._finishing.discard(podutil.uid(pod))
 
     # --- completion -----------------------------------------------------------------------------------------
 

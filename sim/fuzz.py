@@ -38,12 +38,13 @@ from typing import Any
 import orjson
 import urllib3
 
+from sim.cluster import start_cluster
 from sim.command import Command
 from sim.fuzzgen import Case, Inputs
 from sim.fuzzjudge import Tally
 from sim.fuzzplant import NAMESPACE, REGISTER, Planter
 from sim.kube import Kube, KubeError, atomic_write_json, pod_path, pool_manager
-from sim.stack import DemoFailure, Stack, group_members, start_cluster
+from sim.stack import DemoFailure, Stack, group_members
 
 VALID_EVERY = 10  # one valid filter -> bind flow per this many requests
 CHURN_EVERY = 50  # one planted change per this many requests

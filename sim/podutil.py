@@ -68,6 +68,27 @@ def phase(pod: Mapping[str, Any]) -> str:
     return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
 
 
+def unschedulable_reason(pod: Mapping[str, Any]) -> str | None:
+    """Why an unbound pod was found unschedulable: the simulated scheduler's rejection annotation, else the
+    PodScheduled=False/Unschedulable condition the real kube-scheduler writes; None when neither."""
+    if node_name(pod):
+        return None
+    rejected = annotations_of(pod).get(REJECTED)
+    if rejected is not None:
+        return rejected
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for item in conditions if isinstance(conditions, list) else []:
+        if (
+            isinstance(item, Mapping)
+            and item.get("type") == "PodScheduled"
+            and item.get("status") == "False"
+            and item.get("reason") == "Unschedulable"
+        ):
+            return str(item.get("message") or "Unschedulable")
+    return None
+
+
 def terminating(pod: Mapping[str, Any]) -> bool:
     return bool(meta(pod).get("deletionTimestamp"))
 

@@ -142,3 +142,36 @@ def running(
         yield process
     finally:
         process.stop()
+
+
+class ProcessSet:
+    """Named child processes sharing a log folder: start, look up, check alive, stop one or all (by PID)."""
+
+    def __init__(self, log_dir: Path, cwd: Path | None = None) -> None:
+        self.log_dir = log_dir
+        self.cwd = cwd
+        self.children: dict[str, ChildProcess] = {}
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ChildProcess:
+        if name in self.children and self.children[name].alive():
+            raise RuntimeError(f"{name} is already running (pid {self.children[name].pid})")
+        child = start_process(argv, log_path=self.log_dir / f"{name}.log", env=env, cwd=self.cwd)
+        self.children[name] = child
+        return child
+
+    def check(self) -> None:
+        """Raise RuntimeError naming the first child that exited, with the tail of its log."""
+        for name, child in self.children.items():
+            if not child.alive():
+                tail = child.log_tail(5).replace("\n", " | ")
+                raise RuntimeError(f"{name} (pid {child.pid}) exited with {child.returncode}: {tail}")
+
+    def stop(self, name: str, timeout: float = 10.0) -> None:
+        child = self.children.pop(name, None)
+        if child is not None:
+            child.stop(timeout)
+
+    def stop_all(self, order: Sequence[str] = (), timeout: float = 10.0) -> None:
+        """Stop `order` first (in that order), then the rest, newest first."""
+        for name in [*order, *reversed(list(self.children))]:
+            self.stop(name, timeout)

@@ -136,7 +136,7 @@ def kind_of(pod: Mapping[str, Any]) -> str:
 def outcome_of(pod: Mapping[str, Any]) -> str:
     if podutil.node_name(pod):
         return "bound"
-    if podutil.REJECTED in podutil.annotations_of(pod):
+    if podutil.unschedulable_reason(pod) is not None:
         return "unschedulable"
     return "pending"
 
@@ -189,11 +189,38 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
         "gpu_memory_allocated_pct": round(100.0 * sum(load.mem for load in loads) / total_mem, 1),
         "gpu_cores_allocated_pct": round(100.0 * sum(load.cores for load in loads) / total_cores, 1),
         "rejected": {
-            podutil.key(p): podutil.annotations_of(p)[podutil.REJECTED]
+            podutil.key(p): podutil.unschedulable_reason(p) or ""
             for p in pods
             if outcome_of(p) == "unschedulable"
         },
     }
+
+
+def histogram_quantile_ms(metrics: str, name: str, q: float, phase: str = "total") -> float:
+    """Prometheus' histogram_quantile over one `phase` of histogram `name` in a text exposition (linear
+    within the bucket), in milliseconds; 0.0 without observations."""
+    buckets: list[tuple[float, float]] = []
+    prefix = f"{name}_bucket{{"
+    for line in metrics.splitlines():
+        if not line.startswith(prefix) or f'phase="{phase}"' not in line:
+            continue
+        labels, _, value = line.rpartition(" ")
+        le = labels.split('le="', 1)[1].split('"', 1)[0]
+        buckets.append((float("inf") if le == "+Inf" else float(le), float(value)))
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return 0.0
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return round(lower * 1000.0, 3)
+            width = count - below
+            fraction = (rank - below) / width if width > 0 else 1.0
+            return round((lower + (bound - lower) * fraction) * 1000.0, 3)
+        lower, below = bound, count
+    return round(lower * 1000.0, 3)
 
 
 # --- terminal output ----------------------------------------------------------------------------------------
@@ -219,7 +246,7 @@ def placement_table(pods: list[Obj], nodes: list[Obj]) -> list[str]:
             )
             where = f"{podutil.node_name(pod)} {zones.get(podutil.node_name(pod), '')}"
         else:
-            reason = podutil.annotations_of(pod).get(podutil.REJECTED, "")
+            reason = podutil.unschedulable_reason(pod) or ""
             devices, where = (reason[:60] + ("…" if len(reason) > 60 else "")), outcome.upper()
         rows.append(
             f"{podutil.key(pod):<26} {kind_of(pod):<10} {podutil.phase(pod):<10} {where:<24} {devices}"

@@ -1,9 +1,8 @@
-"""The demo's cluster as child processes: start each actor, wait for it, check it is alive, stop all by PID.
+"""A run's cluster as child processes: start each actor, wait for it, check it is alive, stop all by PID.
 
-`start_cluster` brings up, in this order and each waited for: the API emulator (`python -m sim.apiserver`),
-the simulated GPU nodes (`python -m sim nodes`), the registration worker (`python -m workers`), our service
-(`gunicorn -c config/gunicorn.conf.py wsgi:app`, Ready with every node registered) and the simulated
-kube-scheduler (`python -m sim scheduler`). `Stack.stop` ends them in reverse dependency order through
+`Stack` holds the run's control plane (`sim.controlplane`) and every other process it starts (nodes, worker,
+service; `sim.cluster.start_cluster` starts them in order). `Stack.stop` ends them in reverse dependency
+order through
 `sim.processes` (SIGTERM to the PID, SIGKILL to its process group after a grace period) and remembers every
 PID it saw — Gunicorn's workers included — so a caller can check that none survived.
 """
@@ -11,23 +10,22 @@ PID it saw — Gunicorn's workers included — so a caller can check that none s
 from __future__ import annotations
 
 import argparse
-import os
 import socket
-import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
+from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
 from sim.kube import Kube, pool_manager
-from sim.processes import ChildProcess, start_process, wait_for_http
+from sim.processes import ChildProcess, start_process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-STOP_PHASES = (("scheduler", "nodes"), ("service", "worker"), ("apiserver",))
+STOP_PHASES = (("scheduler", "nodes"), ("service", "worker"))
 
 
 class DemoFailure(Exception):
@@ -63,7 +61,7 @@ def pid_alive(pid: int) -> bool:
 
 
 class Stack:
-    """The child processes of one demo run and where they keep their files."""
+    """The child processes of one run, its control plane, and where they keep their files."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -74,6 +72,7 @@ class Stack:
         self.kube: Kube | None = None
         self.http = pool_manager(4, timeout=30.0)  # to our service (trusting its CA once it serves HTTPS)
         self.ca_file: Path | None = None
+        self.control_plane: ControlPlane | None = None
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         process = start_process(argv, log_path=self.workdir / f"{name}.log", env=env, cwd=REPO_ROOT)
@@ -81,8 +80,38 @@ class Stack:
         self.pids[name] = [process.pid]
         return process
 
+    def start_control_plane(self, kind: str) -> ControlPlane:
+        """Start the emulator or the real control plane (etcd, kube-apiserver) and keep it in the stack."""
+        self.control_plane = make_control_plane(kind, self.workdir)
+        try:
+            self.control_plane.start()
+        except (RuntimeError, OSError) as exc:
+            raise DemoFailure(f"the {kind} control plane did not start: {exc}") from None
+        finally:
+            self._note_control_plane()
+        self.kube = Kube.from_kubeconfig(self.control_plane.kubeconfig, pool_size=16)
+        return self.control_plane
+
+    def start_scheduler(self, spec: SchedulerSpec) -> ChildProcess:
+        if self.control_plane is None:
+            raise DemoFailure("no control plane to run a scheduler on")
+        try:
+            return self.control_plane.start_scheduler(spec)
+        except (RuntimeError, OSError) as exc:
+            raise DemoFailure(f"{spec.name} did not start: {exc}") from None
+        finally:
+            self._note_control_plane()
+
+    def _note_control_plane(self) -> None:
+        for name, process in (self.control_plane.processes() if self.control_plane else {}).items():
+            self.pids[name] = sorted(set(self.pids.get(name, [])) | {process.pid})
+
+    def all_processes(self) -> dict[str, ChildProcess]:
+        planes = self.control_plane.processes() if self.control_plane else {}
+        return {**planes, **self.processes}
+
     def check(self) -> None:
-        for name, process in self.processes.items():
+        for name, process in self.all_processes().items():
             if not process.alive():
                 tail = process.log_tail(5).replace("\n", " | ")
                 raise DemoFailure(f"{name} (pid {process.pid}) exited with {process.returncode}: {tail}")
@@ -90,6 +119,9 @@ class Stack:
     def _stop_one(self, name: str) -> None:
         process = self.processes.get(name)
         if process is None:
+            if self.control_plane is not None and name in self.control_plane.processes():
+                self._note_control_plane()
+                self.control_plane.stop_process(name)
             return
         if process.alive():
             self.pids[name] = sorted(set(self.pids[name]) | set(group_members(process.pid)))
@@ -97,7 +129,7 @@ class Stack:
         del self.processes[name]  # only once stopped: an interrupted stop is repeated later
 
     def stop(self, *names: str) -> None:
-        """Stop the named processes (all, without names: clients first, the emulator last)."""
+        """Stop the named processes (all, without names: clients first, the control plane last)."""
         for phase in [names] if names else STOP_PHASES:
             threads = [threading.Thread(target=self._stop_one, args=(n,)) for n in phase]
             for thread in threads:
@@ -105,6 +137,11 @@ class Stack:
             for thread in threads:
                 thread.join()
         if not names:
+            for name in list(self.processes):  # anything else started under another name
+                self._stop_one(name)
+            if self.control_plane is not None:
+                self._note_control_plane()
+                self.control_plane.stop()
             self.http.clear()
             if self.kube is not None:
                 self.kube.close()
@@ -148,82 +185,34 @@ def serve_tls(stack: Stack, env: dict[str, str]) -> None:
     stack.service_url = stack.service_url.replace("http://", "https://")
 
 
-def start_cluster(
-    args: argparse.Namespace,
-    stack: Stack,
-    *,
-    scheduler: bool = True,
-    service_env: Mapping[str, str] | None = None,
-) -> Kube:
-    """Emulator, nodes, worker, service (waited for until Ready with every node) and scheduler.
+def service_ready(stack: Stack, nodes: int) -> bool:
+    """Our service answers /readyz 200 and its state has `nodes` nodes registered."""
+    http = stack.http
+    if http.request("GET", f"{stack.service_url}/readyz").status != 200:
+        return False
+    state = orjson.loads(http.request("GET", f"{stack.service_url}/debug/state").data)
+    return bool(state.get("nodes", 0) >= nodes)
 
-    `args` needs: nodes, seed, gpus_per_node, zones, allocate_latency, workers, tls, unschedulable_timeout,
-    max_unschedulable (the demo's options). `scheduler=False` leaves the simulated kube-scheduler out (the
-    caller plays it); `service_env` adds to or overrides the worker's and the service's environment. The
-    API client returned is also `stack.kube`.
-    """
-    stack.kubeconfig.unlink(missing_ok=True)  # a reused work dir: never read the last run's URL
-    emulator = stack.start(
-        "apiserver", [PY, "-m", "sim.apiserver", *flags(port=0, kubeconfig=stack.kubeconfig)]
-    )
-    wait_until("the API emulator's kubeconfig", stack.kubeconfig.exists, 30, stack, 0.05)
-    kube = stack.kube = Kube.from_kubeconfig(stack.kubeconfig, pool_size=16)
-    wait_for_http(f"{kube.config.server}/version", timeout=30, process=emulator)
+
+def start_nodes(stack: Stack, args: argparse.Namespace, kubeconfig: Path, *extra: str) -> None:
+    """The simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user), waited for until every node
+    exists. `args` needs nodes, seed, gpus_per_node, zones, allocate_latency and optionally mig_nodes."""
+    assert stack.kube is not None
+    kube = stack.kube
     node_flags = flags(
-        kubeconfig=stack.kubeconfig,
+        kubeconfig=kubeconfig,
         nodes=args.nodes,
         seed=args.seed,
         gpus_per_node=args.gpus_per_node,
         zones=args.zones,
         allocate_latency=args.allocate_latency,
+        mig_nodes=getattr(args, "mig_nodes", 0),
         stats=stack.workdir / "nodes-stats.json",
     )
-    stack.start("nodes", [PY, "-m", "sim", "nodes", *node_flags])
+    stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *node_flags])
     wait_until(
         f"{args.nodes} simulated nodes",
         lambda: len(kube.list("/api/v1/nodes", labelSelector="sim.hami.io/node=true")[1]) >= args.nodes,
         60,
         stack,
     )
-    port = free_port()
-    stack.service_url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(stack.kubeconfig),
-        "HAMI_STATE_DIR": str(stack.workdir / "state"),
-        "HAMI_REGISTRATION_INTERVAL": "2s",
-        "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
-        "HAMI_LOG_LEVEL": "WARNING",
-        "HAMI_BIND": f"127.0.0.1:{port}",
-        "HAMI_WORKERS": str(args.workers),
-        "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / "prometheus"),
-        **(service_env or {}),
-    }
-    if args.tls:
-        serve_tls(stack, env)
-    stack.start("worker", [PY, "-m", "workers"], env)
-    service = stack.start("service", [PY, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"], env)
-    context = ssl.create_default_context(cafile=str(stack.ca_file)) if stack.ca_file else None
-    wait_for_http(f"{stack.service_url}/healthz", timeout=60, process=service, ssl_context=context)
-    http = stack.http
-
-    def ready() -> bool:
-        if http.request("GET", f"{stack.service_url}/readyz").status != 200:
-            return False
-        state = orjson.loads(http.request("GET", f"{stack.service_url}/debug/state").data)
-        return bool(state.get("nodes", 0) >= args.nodes)
-
-    wait_until("the service to be ready with every node registered", ready, 90, stack, 0.25)
-    if not scheduler:
-        return kube
-    scheduler_flags = flags(
-        kubeconfig=stack.kubeconfig,
-        extender=stack.service_url,
-        stats=stack.workdir / "scheduler-stats.json",
-        unschedulable_timeout=args.unschedulable_timeout,
-        max_unschedulable=args.max_unschedulable,
-    )
-    if stack.ca_file is not None:
-        scheduler_flags += flags(ca_file=stack.ca_file)
-    stack.start("scheduler", [PY, "-m", "sim", "scheduler", *scheduler_flags])
-    return kube

@@ -31,7 +31,7 @@ import urllib3
 
 from sim import podutil
 from sim.chaosplan import Plan, Recreation
-from sim.demo import admit
+from sim.harness import admit
 from sim.kube import Kube, KubeError, pod_path
 from sim.replicas import Replica, Replicas
 from sim.stack import DemoFailure
@@ -164,7 +164,7 @@ class Storm:
         while not self.stop.is_set():
             replica = items[(first + attempt) % len(items)]
             try:
-                manifest, reason = admit(self.http, replica.url, pod)
+                manifest, reason = admit(self.http, replica.url, pod.manifest)
             except (urllib3.exceptions.HTTPError, DemoFailure):
                 attempt += 1
                 self.log.admissions_retried += 1

@@ -24,7 +24,7 @@ from sim.apiserver.store import Change
 from sim.apiserver.watch import Watcher, WatchOptions
 
 if TYPE_CHECKING:
-    from sim.apiserver.emulator import Emulator
+    from sim.apiserver.state import EmulatorState
 
 Query = Mapping[str, str]
 
@@ -77,7 +77,9 @@ def _delete_options(query: Query, body: bytes) -> DeleteOptions:
     return DeleteOptions(grace, preconditions.get("uid"), preconditions.get("resourceVersion"))
 
 
-def serve(em: Emulator, route: Route, query: Query, content_type: str, accept: str, body: bytes) -> Reply:
+def serve(
+    em: EmulatorState, route: Route, query: Query, content_type: str, accept: str, body: bytes
+) -> Reply:
     """Every verb but watch."""
     if query.get("dryRun"):
         raise bad_request("dryRun is not supported by the API emulator")
@@ -135,7 +137,9 @@ class WatchSetup:
     options: WatchOptions
 
 
-def open_watch(em: Emulator, route: Route, query: Query, accept: str, drop_after: int | None) -> WatchSetup:
+def open_watch(
+    em: EmulatorState, route: Route, query: Query, accept: str, drop_after: int | None
+) -> WatchSetup:
     """Parse the watch parameters and register the watcher (410 Expired if the version left the window)."""
     rtype = route.rtype
     labels = parse_label_selector(query.get("labelSelector"))

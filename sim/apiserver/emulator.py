@@ -1,66 +1,28 @@
 """The emulator as one object: configuration, store, semantics, faults, request log and the HTTP server.
 
-Tests in the same process use it directly (``Emulator(...).start()`` and the seeding/inspection methods here);
-tests that run it as a separate process reach the same methods over HTTP under ``/_sim/`` (see ``hooks``).
+Tests in the same process use it directly (``Emulator(...).start()`` and the seeding/inspection methods of
+``sim.apiserver.state.EmulatorState``); tests that run it as a separate process reach the same methods over
+HTTP under ``/_sim/`` (see ``hooks``).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
-import orjson
-
-from sim.apiserver import kubeconfig, resources, tls
-from sim.apiserver.deferred import Deferred
-from sim.apiserver.errors import ApiError, bad_request
-from sim.apiserver.faults import FaultInjector
-from sim.apiserver.listing import Pages
-from sim.apiserver.objects import DeleteOptions, Objects
-from sim.apiserver.requestlog import RequestLog
-from sim.apiserver.resources import ResourceType
-from sim.apiserver.selectors import parse_field_selector, parse_label_selector
+from sim.apiserver import kubeconfig, tls
 from sim.apiserver.server import SimServer
-from sim.apiserver.store import Store
+from sim.apiserver.state import EmulatorConfig, EmulatorState
+
+__all__ = ["Emulator", "EmulatorConfig"]
 
 
-@dataclass(frozen=True)
-class EmulatorConfig:
-    host: str = "127.0.0.1"
-    port: int = 0  # 0: an ephemeral port, see Emulator.url after start()
-    tls: bool = False
-    event_window: int = 10_000
-    pod_deletion_delay: float = 1.0
-    bookmark_interval: float = 1.0
-    request_log_size: int = 10_000
-    fault_seed: int | None = None
-    token: str = "sim-token"
-
-
-def _resource(name: str) -> ResourceType:
-    rtype = resources.by_key(name)
-    if rtype is None:
-        raise bad_request(f"unknown resource {name!r}; known: {[r.key for r in resources.ALL]}")
-    return rtype
-
-
-class Emulator:
+class Emulator(EmulatorState):
     def __init__(self, config: EmulatorConfig | None = None) -> None:
-        self.config = config or EmulatorConfig()
-        self.store = Store(self.config.event_window)
-        self._deferred = Deferred("sim-apiserver-deletions")
-        self.objects = Objects(self.store, self._deferred, self.config.pod_deletion_delay)
-        self.pages = Pages()
-        self.faults = FaultInjector(self.config.fault_seed)
-        self.requests = RequestLog(self.config.request_log_size)
-        self.stopping = threading.Event()
-        self.ca_pem: bytes | None = None
+        super().__init__(config)
         self._server: SimServer | None = None
         self._thread: threading.Thread | None = None
-        self.objects.ensure_default_namespaces()
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
@@ -71,6 +33,7 @@ class Emulator:
             self.ca_pem = certs.ca_pem
             context = tls.server_context(certs)
         self._server = SimServer((self.config.host, self.config.port), self, context)
+        self._port = int(self._server.server_address[1])
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.02},
@@ -85,6 +48,7 @@ class Emulator:
         self.store.close_watches()
         self._deferred.stop()
         server, self._server = self._server, None
+        self._port = None
         if server is None:
             return
         server.shutdown()
@@ -102,62 +66,9 @@ class Emulator:
         self.stop()
 
     @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the emulator is not started")
-        return int(self._server.server_address[1])
-
-    @property
     def url(self) -> str:
         host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
         return f"{'https' if self.config.tls else 'http'}://{host}:{self.port}"
 
     def write_kubeconfig(self, path: Path) -> Path:
         return kubeconfig.write(path, kubeconfig.kubeconfig(self.url, self.config.token, self.ca_pem))
-
-    # --- test hooks: seeding and inspection without HTTP ----------------------------------------------------
-
-    def seed(self, objects: list[dict[str, Any]]) -> int:
-        """Insert objects as given (status, uid, timestamps kept; new resourceVersions). All or nothing."""
-        return self.objects.seed(objects)
-
-    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        rtype = _resource(resource)
-        entry = self.store.get(rtype, (namespace or "default") if rtype.namespaced else "", name)
-        return None if entry is None else dict(orjson.loads(entry.raw))
-
-    def list(
-        self, resource: str, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
-    ) -> list[dict[str, Any]]:
-        rtype = _resource(resource)
-        labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, rtype.field_labels)
-        _, entries = self.objects.select(rtype, namespace, labels, fields)
-        return [orjson.loads(e.raw) for e in entries]
-
-    def delete(self, resource: str, name: str, namespace: str | None = None) -> bool:
-        """Delete at once (no grace period); False if there was nothing to delete."""
-        try:
-            self.objects.delete(
-                _resource(resource), namespace or "default", name, DeleteOptions(grace_period=0)
-            )
-        except ApiError as error:
-            if error.code == 404:
-                return False
-            raise
-        return True
-
-    def reset(self, fault_seed: int | None = None) -> None:
-        """Empty store (default namespaces re-created, versions keep growing), no watches, faults or log."""
-        self.objects.reset()
-        self.pages.clear()
-        self.faults.reset(fault_seed)
-        self.requests.clear()
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "resourceVersion": str(self.store.rv),
-            "objects": {r.key: self.store.count(r) for r in resources.ALL},
-            "watchers": self.store.watcher_count(),
-            "faults_injected": self.faults.injected,
-        }

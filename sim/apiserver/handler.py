@@ -28,8 +28,7 @@ from sim.apiserver.routing import Route, parse_route
 from sim.apiserver.watch import error_line, run_watch
 
 if TYPE_CHECKING:
-    from sim.apiserver.emulator import Emulator
-    from sim.apiserver.server import SimServer
+    from sim.apiserver.state import EmulatorState
 
 logger = logging.getLogger(__name__)
 JSON = "application/json"
@@ -38,7 +37,6 @@ JSON = "application/json"
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "sim-apiserver"
-    server: SimServer
     _logged: bool
     _log: Callable[[int], None]  # records the current request in the request log (once)
 
@@ -54,8 +52,10 @@ class Handler(BaseHTTPRequestHandler):
         """Silenced: the emulator keeps its own request log."""
 
     @property
-    def emulator(self) -> Emulator:
-        return self.server.emulator
+    def emulator(self) -> EmulatorState:
+        """The state the server (sim.apiserver.server.SimServer, which imports this module) serves."""
+        state: EmulatorState = getattr(self.server, "emulator")  # noqa: B009 (no import of the server)
+        return state
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

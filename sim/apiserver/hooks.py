@@ -29,7 +29,7 @@ from sim.apiserver.errors import ApiError, bad_request, method_not_allowed, page
 from sim.apiserver.faults import FaultRule
 
 if TYPE_CHECKING:
-    from sim.apiserver.emulator import Emulator
+    from sim.apiserver.state import EmulatorState
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _ok(payload: Any, code: int = 200) -> api.Reply:
     return api.Reply(code, orjson.dumps(payload))
 
 
-def _store(em: Emulator, method: str, resource: str, query: dict[str, str]) -> api.Reply:
+def _store(em: EmulatorState, method: str, resource: str, query: dict[str, str]) -> api.Reply:
     namespace, name = query.get("namespace") or None, query.get("name", "")
     if method == "GET" and name:
         found = em.get(resource, name, namespace)
@@ -53,7 +53,7 @@ def _store(em: Emulator, method: str, resource: str, query: dict[str, str]) -> a
     raise method_not_allowed()
 
 
-def _route(em: Emulator, method: str, parts: list[str], query: dict[str, str], body: bytes) -> api.Reply:
+def _route(em: EmulatorState, method: str, parts: list[str], query: dict[str, str], body: bytes) -> api.Reply:
     match (method, parts):
         case ("GET", ["faults"]):
             return _ok(em.faults.report())
@@ -86,7 +86,7 @@ def _route(em: Emulator, method: str, parts: list[str], query: dict[str, str], b
     raise page_not_found()
 
 
-def handle(em: Emulator, method: str, path: str, query: dict[str, str], body: bytes) -> api.Reply:
+def handle(em: EmulatorState, method: str, path: str, query: dict[str, str], body: bytes) -> api.Reply:
     parts = [p for p in path.split("/") if p][1:]
     try:
         return _route(em, method, parts, query, body)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sim.apiserver.handler import Handler
 
 if TYPE_CHECKING:
-    from sim.apiserver.emulator import Emulator
+    from sim.apiserver.state import EmulatorState
 
 
 class SimServer(ThreadingHTTPServer):
@@ -26,7 +26,7 @@ class SimServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024
 
-    def __init__(self, address: tuple[str, int], emulator: Emulator, tls: ssl.SSLContext | None) -> None:
+    def __init__(self, address: tuple[str, int], emulator: EmulatorState, tls: ssl.SSLContext | None) -> None:
         self.emulator = emulator
         self._tls = tls
         self._connections: set[socket.socket] = set()

@@ -26,12 +26,21 @@ def surviving_children(report_path: Path) -> list[int]:
     return [pid for group in pids.values() for pid in group if pid_alive(pid)]
 
 
-def test_small_demo_run_keeps_every_invariant(tmp_path: Path) -> None:
+CHILDREN = {
+    "emulator": {"apiserver", "nodes", "worker", "service", "scheduler"},
+    "real": {"etcd", "kube-apiserver", "nodes", "worker", "service", "scheduler"},
+}
+
+
+@pytest.mark.parametrize(
+    "control_plane", ["emulator", pytest.param("real", marks=pytest.mark.real)], ids=["emulator", "real"]
+)
+def test_small_demo_run_keeps_every_invariant(tmp_path: Path, control_plane: str) -> None:
     report_path = tmp_path / "report.json"
     argv = [
         sys.executable, "-m", "sim", "demo", "--nodes", "4", "--pods", "20", "--seed", "3",
         "--report", str(report_path), "--workdir", str(tmp_path / "run"), "--unschedulable-timeout", "2",
-        "--timeout", "120", "--tls",
+        "--timeout", "120", "--tls", "--control-plane", control_plane, "--stable", "3",
     ]  # fmt: skip
     demo = start_process(argv, log_path=tmp_path / "demo.log", cwd=REPO_ROOT)
     try:
@@ -62,7 +71,8 @@ def test_small_demo_run_keeps_every_invariant(tmp_path: Path) -> None:
     assert report["filter_p50_ms"] > 0 and report["bind_p99_ms"] >= report["bind_p50_ms"] > 0
     assert report["pods_per_second"] > 0
     assert report["settings"]["tls"] is True
-    assert set(report["child_pids"]) == {"apiserver", "nodes", "worker", "service", "scheduler"}
+    assert report["control_plane"] == control_plane
+    assert set(report["child_pids"]) == CHILDREN[control_plane]
     assert len(report["child_pids"]["service"]) >= 2  # the Gunicorn master and its workers
     assert report["children_left"] == []
     time.sleep(0.1)

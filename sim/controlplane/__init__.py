@@ -1,0 +1,26 @@
+"""One harness, two control planes: the API emulator (`emulated`) or etcd + kube-apiserver + kube-scheduler
+built from Go modules (`real`). See `base` for the interface the scenarios use and docs/real-control-plane.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.controlplane.base import ControlPlane, SchedulerSpec, User
+
+KINDS = ("emulator", "real")
+
+__all__ = ["KINDS", "ControlPlane", "SchedulerSpec", "User", "make_control_plane"]
+
+
+def make_control_plane(kind: str, workdir: Path) -> ControlPlane:
+    """A control plane of `kind` (not started); `real` needs the binaries of `make kube`."""
+    if kind == "emulator":
+        from sim.controlplane.emulated import EmulatedControlPlane
+
+        return EmulatedControlPlane(workdir)
+    if kind == "real":
+        from sim.controlplane.real import RealControlPlane
+
+        return RealControlPlane(workdir)
+    raise ValueError(f"unknown control plane {kind!r}: expected one of {', '.join(KINDS)}")

@@ -1,0 +1,132 @@
+"""The harness scenarios share, whichever control plane runs: start a cluster, create pods through
+admission, stop everything.
+
+    with running_cluster(workdir, "real", ClusterOptions(nodes=4)) as stack:
+        denial = create_pod(stack, manifest)      # "" when created
+        ...
+
+`create_pod` goes through our webhook either way: the real API server calls it (the chart's
+MutatingWebhookConfiguration), with the emulator the harness sends the AdmissionReview itself and applies
+the JSON Patch, standing in for the API server's admission chain. `running_cluster` stops every process it
+started (by PID and process group) when the block ends, also on failure, and fails if one survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import orjson
+import urllib3
+
+from sim.cluster import start_cluster
+from sim.kube import KubeError, pod_path
+from sim.stack import DemoFailure, Stack
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    nodes: int = 4
+    gpus_per_node: int = 8
+    mig_nodes: int = 0
+    seed: int = 0
+    zones: int = 2
+    workers: int = 2
+    allocate_latency: float = 0.002
+    tls: bool = True
+    unschedulable_timeout: float = 5.0  # simulated scheduler only
+    max_unschedulable: int = 5  # simulated scheduler only
+    scheduler: bool = True
+    service_env: Mapping[str, str] = field(default_factory=dict)
+
+    def namespace(self, control_plane: str) -> argparse.Namespace:
+        return argparse.Namespace(
+            control_plane=control_plane,
+            **{
+                k: getattr(self, k)
+                for k in self.__dataclass_fields__
+                if k not in ("scheduler", "service_env")
+            },
+        )
+
+
+@contextlib.contextmanager
+def running_cluster(
+    workdir: Path, control_plane: str, options: ClusterOptions | None = None
+) -> Iterator[Stack]:
+    """A started cluster (see sim.stack.start_cluster); everything stopped when the block ends."""
+    options = options or ClusterOptions()
+    workdir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(workdir)
+    try:
+        start_cluster(
+            options.namespace(control_plane),
+            stack,
+            scheduler=options.scheduler,
+            service_env=dict(options.service_env),
+        )
+        yield stack
+    finally:
+        stack.stop()
+    left = stack.survivors()
+    if left:
+        raise DemoFailure(f"processes survived the stop: {left}")
+
+
+def admit(http: urllib3.PoolManager, url: str, pod: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """Our webhook on a CREATE of `pod`: the pod to create (patch applied), or None and the denial."""
+    meta = pod["metadata"]
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": f"sim-{meta['namespace']}-{meta['name']}",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:default:demo"},
+            "object": pod,
+            "dryRun": False,
+        },
+    }
+    response = http.request(
+        "POST", f"{url}/webhook", body=orjson.dumps(review), headers={"Content-Type": "application/json"}
+    )
+    if response.status != 200:
+        raise DemoFailure(
+            f"the webhook answered HTTP {response.status} for {meta['namespace']}/{meta['name']}"
+        )
+    answer = orjson.loads(response.data).get("response") or {}
+    if not answer.get("allowed"):
+        return None, str((answer.get("status") or {}).get("message") or "denied")
+    result = dict(pod)
+    if answer.get("patch"):
+        result = jsonpatch.apply_patch(result, orjson.loads(base64.b64decode(answer["patch"])))
+    return result, ""
+
+
+def create_pod(stack: Stack, pod: Mapping[str, Any]) -> str:
+    """Create `pod` through admission (see the module docstring); returns the denial, "" when created."""
+    assert stack.control_plane is not None and stack.kube is not None
+    namespace = pod["metadata"]["namespace"]
+    if stack.control_plane.admits_pods():
+        try:
+            stack.kube.create(pod_path(namespace), dict(pod))
+        except KubeError as exc:
+            if 400 <= exc.status < 500 and "admission webhook" in exc.message:
+                return exc.message
+            raise
+        return ""
+    manifest, reason = admit(stack.http, stack.service_url, pod)
+    if manifest is None:
+        return reason
+    stack.kube.create(pod_path(namespace), manifest)
+    return ""

@@ -1,0 +1,166 @@
+"""The whole stack on the real control plane, configured from our Helm chart (see sim.controlplane.chart).
+
+Start order (each waited for): etcd -> kube-apiserver -> namespaces, the chart's RBAC and the simulated
+device plugin's -> simulated GPU nodes and their kubelets, as the device plugin's ServiceAccount user ->
+per replica our registration worker and Gunicorn, with the chart's container environment, as the chart's
+ServiceAccount user, serving the chart's TLS Secret -> the chart's MutatingWebhookConfiguration at a
+loopback URL, probed until it mutates -> per replica the real kube-scheduler with the chart's
+KubeSchedulerConfiguration -> Ready with every node registered.
+
+`ChartSetup` keeps what the render produced, so tests and tools can add replicas or schedulers later
+(`start_replica`, `start_kube_scheduler`). Replica 0 uses the process names `worker`, `service` and
+`scheduler` (the emulator demo's names); replica i > 0 appends `-i`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import ssl
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.controlplane import SchedulerSpec, chart
+from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER, RELEASE_NAMESPACE
+from sim.kube import Kube, KubeError, pool_manager
+from sim.processes import wait_for_http
+from sim.stack import DemoFailure, Stack, free_port, service_ready, start_nodes, wait_until
+from sim.workload import NAMESPACES
+
+PY = sys.executable
+
+
+@dataclass(frozen=True)
+class ChartSetup:
+    objects: tuple[dict[str, Any], ...]
+    tls: chart.TlsFiles
+    device_config: Path
+    leader_mode: str
+
+
+def replica_suffix(index: int) -> str:
+    return "" if index == 0 else f"-{index}"
+
+
+def pod_name(index: int) -> str:
+    """The replica's pod name: kube-scheduler's host name in its own UTS namespace (root), else this
+    machine's host name (one replica only: every kube-scheduler would carry it)."""
+    if os.geteuid() == 0:
+        return f"hami-scheduler-{index}"
+    return socket.gethostname()
+
+
+def install_chart(stack: Stack, values: Mapping[str, Any]) -> ChartSetup:
+    """Render the chart, create the namespaces and RBAC, write the TLS and device-config files."""
+    assert stack.kube is not None
+    try:
+        objects = tuple(chart.render(values))
+        chart.ensure_namespaces(stack.kube, [RELEASE_NAMESPACE, *NAMESPACES])
+        rbac = [o for o in objects if o["kind"] in chart.RBAC_KINDS]
+        chart.apply(stack.kube, [*rbac, *chart.DEVICE_PLUGIN_RBAC])
+    except (chart.ChartError, KubeError) as exc:
+        raise DemoFailure(f"installing the chart's objects failed: {exc}") from None
+    tls = chart.write_tls(objects, stack.workdir / "tls")
+    device_config = stack.workdir / "device-config.yaml"
+    device_config.write_text(chart.device_config(objects))
+    stack.ca_file = tls.ca
+    stack.http.clear()
+    stack.http = pool_manager(8, tls.ca_pem, timeout=30.0)
+    mode = str((values.get("leaderElection") or {}).get("mode") or "follow")
+    return ChartSetup(objects, tls, device_config, mode)
+
+
+def start_replica(
+    stack: Stack, setup: ChartSetup, index: int, workers: int, service_env: Mapping[str, str] | None = None
+) -> str:
+    """Our registration worker and Gunicorn of replica `index`; returns the service's URL once it answers."""
+    assert stack.control_plane is not None
+    suffix, name = replica_suffix(index), pod_name(index)
+    port = free_port()
+    local = {
+        "KUBECONFIG": str(stack.control_plane.kubeconfig_for(EXTENDER)),
+        "HAMI_DEVICE_CONFIG_FILE": str(setup.device_config),
+        "HAMI_STATE_DIR": str(stack.workdir / f"state{suffix}"),
+        "HAMI_REGISTRATION_INTERVAL": "2s",  # the chart's 15s only slows the start of a short run
+        "HAMI_LOG_LEVEL": "WARNING",
+    }
+    service = {
+        **os.environ,
+        **chart.container_env(setup.objects, "extender", name, RELEASE_NAMESPACE),
+        **local,
+        "HAMI_BIND": f"127.0.0.1:{port}",
+        "HAMI_WORKERS": str(workers),
+        "HAMI_TLS_CERT_FILE": str(setup.tls.cert),
+        "HAMI_TLS_KEY_FILE": str(setup.tls.key),
+        "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / f"prometheus{suffix}"),
+        **(service_env or {}),
+    }
+    worker = {
+        **os.environ,
+        **chart.container_env(setup.objects, "worker", name, RELEASE_NAMESPACE),
+        **local,
+        "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
+        "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / f"prometheus-worker{suffix}"),
+        **(service_env or {}),
+    }
+    for env in (service, worker):
+        Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+    stack.start(f"worker{suffix}", [PY, "-m", "workers"], worker)
+    process = stack.start(
+        f"service{suffix}", [PY, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"], service
+    )
+    url = f"https://127.0.0.1:{port}"
+    context = ssl.create_default_context(cafile=str(setup.tls.ca))
+    wait_for_http(f"{url}/healthz", timeout=60, process=process, ssl_context=context)
+    return url
+
+
+def register_webhook(stack: Stack, setup: ChartSetup, url: str) -> None:
+    """The chart's MutatingWebhookConfiguration at `url`, waited for until the API server calls it."""
+    assert stack.kube is not None
+    try:
+        chart.apply(stack.kube, [chart.webhook_configuration(setup.objects, f"{url}/webhook")])
+        chart.wait_for_webhook(stack.kube, NAMESPACES[0], "hami-scheduler")
+    except (chart.ChartError, KubeError) as exc:
+        raise DemoFailure(f"registering the webhook failed: {exc}") from None
+
+
+def start_kube_scheduler(stack: Stack, setup: ChartSetup, index: int, extender_url: str) -> None:
+    config = chart.scheduler_configuration(setup.objects, extender_url, setup.tls.ca)
+    spec = SchedulerSpec(name=f"scheduler{replica_suffix(index)}", config=config, hostname=pod_name(index))
+    stack.start_scheduler(spec)
+
+
+def start_real_cluster(
+    args: argparse.Namespace,
+    stack: Stack,
+    *,
+    scheduler: bool = True,
+    service_env: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> Kube:
+    """The stack of `sim.stack.start_cluster` on the real control plane (one replica). Without a scheduler
+    leader election is off (in follow mode nothing else would make the replica the leader)."""
+    stack.start_control_plane("real")
+    assert stack.kube is not None and stack.control_plane is not None
+    setup = install_chart(stack, values or {})
+    start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), "--finish-deletions")
+    env = dict(service_env or {})
+    if not scheduler:
+        env.setdefault("HAMI_LEADER_ELECT", "false")
+    stack.service_url = start_replica(stack, setup, 0, args.workers, env)
+    register_webhook(stack, setup, stack.service_url)
+    if scheduler:
+        start_kube_scheduler(stack, setup, 0, stack.service_url)
+    wait_until(
+        "the service to be ready with every node registered",
+        lambda: service_ready(stack, args.nodes),
+        120,
+        stack,
+        0.25,
+    )
+    return stack.kube

@@ -1,0 +1,41 @@
+"""Fixtures for the end-to-end suites on the real control plane (etcd, kube-apiserver, kube-scheduler built
+by `make kube`; `make test` builds them first).
+
+- `real_binaries` (session): the built binaries; a test fails (never skips) with "run `make kube`" when they
+  are missing, so CI cannot pass without running them.
+- `real_cluster` (module): a whole stack on the real control plane (`sim.harness.running_cluster`): 4 nodes
+  x 8 GPUs, the first A100 node in MIG mode, one replica of our worker + Gunicorn configured from the chart,
+  the chart's webhook and the real kube-scheduler. Yields the `sim.stack.Stack` (`.kube` admin client,
+  `.control_plane`, `.service_url`, `.http` trusting the chart's CA). Every process is stopped when the
+  module's tests are done, also on failure.
+
+Other suites that want the real control plane use `sim.harness.running_cluster(workdir, "real", options)`
+directly (see docs/real-control-plane.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sim.controlplane import binaries
+from sim.harness import ClusterOptions, running_cluster
+from sim.stack import Stack
+
+
+@pytest.fixture(scope="session")
+def real_binaries() -> binaries.Binaries:
+    try:
+        return binaries.find()
+    except binaries.MissingBinaries as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def real_cluster(
+    real_binaries: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    options = ClusterOptions(nodes=4, gpus_per_node=8, mig_nodes=1, zones=2)
+    with running_cluster(tmp_path_factory.mktemp("real-cluster"), "real", options) as stack:
+        yield stack
