@@ -15,6 +15,7 @@ import os
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sim.controlplane import SchedulerSpec
 from sim.kube import Kube
@@ -49,6 +50,7 @@ def start_cluster(
     *,
     scheduler: bool = True,
     service_env: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> Kube:
     """Control plane, nodes, worker, service (waited for until Ready with every node) and scheduler.
 
@@ -56,10 +58,11 @@ def start_cluster(
     max_unschedulable (the demo's options), and optionally control_plane ("emulator", the default, or
     "real": then `sim.realcluster` builds the cluster from our chart). `scheduler=False` leaves the
     kube-scheduler out (the caller plays it); `service_env` adds to or overrides the worker's and the
-    service's environment. The API client returned is also `stack.kube`.
+    service's environment; `values` are the chart's values (real control plane only). The API client
+    returned is also `stack.kube`.
     """
     if getattr(args, "control_plane", "emulator") == "real":
-        return start_real_cluster(args, stack, scheduler=scheduler, service_env=service_env)
+        return start_real_cluster(args, stack, scheduler=scheduler, service_env=service_env, values=values)
     stack.start_control_plane("emulator")
     kube = stack.kube
     assert kube is not None

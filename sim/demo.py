@@ -104,6 +104,10 @@ def build_report(
     pods, nodes = demo_state(kube), kube.list("/api/v1/nodes")[1]
     assert stack.control_plane is not None
     metrics = stack.http.request("GET", f"{stack.service_url}/metrics").data.decode(errors="replace")
+    failed = {  # kube-scheduler's FailedScheduling events (the simulated scheduler writes none)
+        f"{e['involvedObject'].get('namespace')}/{e['involvedObject'].get('name')}": e.get("message", "")
+        for e in kube.list("/api/v1/events", fieldSelector="reason=FailedScheduling")[1]
+    }
     stack.stop("scheduler", "nodes")  # their final stats
     scheduler, plugin = (
         stats_of(stack.workdir / "scheduler-stats.json"),
@@ -123,6 +127,7 @@ def build_report(
             "pods_webhook_denied": len(run["denied"]),
             "webhook_denied": run["denied"],
             **latency,
+            "failed_scheduling": failed,
             "control_plane": stack.control_plane.kind,
             "versions": stack.control_plane.versions(),
             "pods_per_second": round(report["pods_bound"] / elapsed, 2),
@@ -135,6 +140,7 @@ def build_report(
                 "workers": args.workers,
                 "gpus_per_node": args.gpus_per_node,
                 "zones": args.zones,
+                "mig_nodes": args.mig_nodes,
                 "tls": args.tls,
                 "control_plane": args.control_plane,
             },
@@ -219,6 +225,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settle", type=float, default=15.0, help="seconds to wait for allocations after")
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--zones", type=int, default=3)
+    parser.add_argument("--mig-nodes", type=int, default=0, help="nodes of MIG-capable models in MIG mode")
     parser.add_argument("--allocate-latency", type=float, default=0.002)
     parser.add_argument("--unschedulable-timeout", type=float, default=5.0, help="see sim.scheduler")
     parser.add_argument("--max-unschedulable", type=int, default=5, help="see sim.scheduler")

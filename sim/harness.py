@@ -44,6 +44,7 @@ class ClusterOptions:
     max_unschedulable: int = 5  # simulated scheduler only
     scheduler: bool = True
     service_env: Mapping[str, str] = field(default_factory=dict)
+    chart_values: Mapping[str, Any] = field(default_factory=dict)  # real control plane: helm values
 
     def namespace(self, control_plane: str) -> argparse.Namespace:
         return argparse.Namespace(
@@ -51,7 +52,7 @@ class ClusterOptions:
             **{
                 k: getattr(self, k)
                 for k in self.__dataclass_fields__
-                if k not in ("scheduler", "service_env")
+                if k not in ("scheduler", "service_env", "chart_values")
             },
         )
 
@@ -70,6 +71,7 @@ def running_cluster(
             stack,
             scheduler=options.scheduler,
             service_env=dict(options.service_env),
+            values=dict(options.chart_values),
         )
         yield stack
     finally:

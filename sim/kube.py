@@ -194,6 +194,30 @@ class Kube:
             raise _error(response.status, response.data)
         return orjson.loads(response.data) if response.data else None
 
+    def exchange(
+        self, method: str, path: str, body: Any = None, *, content_type: str = JSON, **params: Any
+    ) -> tuple[int, Any]:
+        """One call, never raising for an HTTP status: (status, decoded JSON body or None). For tests that
+        look at error bodies (the Status object) as well as at successes."""
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else orjson.dumps(body)
+            headers["Content-Type"] = content_type
+        with warnings_quiet():
+            response = self._pool.request(
+                method,
+                self._url(path, params),
+                body=data,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=5.0, read=self.timeout),
+            )
+        try:
+            decoded = orjson.loads(response.data) if response.data else None
+        except orjson.JSONDecodeError:
+            decoded = response.data.decode(errors="replace")
+        return response.status, decoded
+
     # --- verbs ----------------------------------------------------------------------------------------------
 
     def get(self, path: str) -> Obj:

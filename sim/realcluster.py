@@ -15,7 +15,9 @@ KubeSchedulerConfiguration -> Ready with every node registered.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -24,10 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
+
 from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER, RELEASE_NAMESPACE
 from sim.kube import Kube, KubeError, pool_manager
 from sim.processes import wait_for_http
+from sim.serviceproxy import ServiceProxy
 from sim.stack import DemoFailure, Stack, free_port, service_ready, start_nodes, wait_until
 from sim.workload import NAMESPACES
 
@@ -129,6 +134,30 @@ def register_webhook(stack: Stack, setup: ChartSetup, url: str) -> None:
         raise DemoFailure(f"registering the webhook failed: {exc}") from None
 
 
+def services(stack: Stack, setup: ChartSetup) -> tuple[str, str]:
+    """The extender URL kube-scheduler calls and the webhook's: with one replica in follow mode the replica
+    itself; otherwise loopback stand-ins for the chart's Services (`sim.serviceproxy`): the main one routes
+    to the Ready replica (the leader), the webhook one to every live replica (publishNotReadyAddresses)."""
+    if len(stack.replica_urls) == 1 and setup.leader_mode != "acquire":
+        return stack.replica_urls[0], stack.replica_urls[0]
+    main = ServiceProxy(stack.replica_urls, str(setup.tls.ca)).start()
+    webhook = ServiceProxy(stack.replica_urls, str(setup.tls.ca), probe="/healthz").start()
+    stack.closers += [main.stop, webhook.stop]
+    return main.url, webhook.url
+
+
+def leader_url(stack: Stack, nodes: int) -> str | None:
+    """The replica that is Ready with every node registered, if one is."""
+    for url in stack.replica_urls:
+        stack.service_url = url
+        try:
+            if service_ready(stack, nodes):
+                return url
+        except (OSError, ValueError, urllib3.exceptions.HTTPError):
+            continue
+    return None
+
+
 def start_kube_scheduler(stack: Stack, setup: ChartSetup, index: int, extender_url: str) -> None:
     config = chart.scheduler_configuration(setup.objects, extender_url, setup.tls.ca)
     spec = SchedulerSpec(name=f"scheduler{replica_suffix(index)}", config=config, hostname=pod_name(index))
@@ -143,24 +172,50 @@ def start_real_cluster(
     service_env: Mapping[str, str] | None = None,
     values: Mapping[str, Any] | None = None,
 ) -> Kube:
-    """The stack of `sim.stack.start_cluster` on the real control plane (one replica). Without a scheduler
-    leader election is off (in follow mode nothing else would make the replica the leader)."""
+    """The stack of `sim.cluster.start_cluster` on the real control plane, with the chart's `values`
+    (`replicas`: that many replicas, each with its own kube-scheduler as the chart deploys them;
+    `leaderElection.mode`). Without a scheduler leader election is off (in follow mode nothing else would
+    make a replica the leader). `stack.service_url` ends as the leader's URL."""
+    values = dict(values or {})
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
-    setup = install_chart(stack, values or {})
+    setup = install_chart(stack, values)
     start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), "--finish-deletions")
     env = dict(service_env or {})
     if not scheduler:
         env.setdefault("HAMI_LEADER_ELECT", "false")
-    stack.service_url = start_replica(stack, setup, 0, args.workers, env)
-    register_webhook(stack, setup, stack.service_url)
+    replicas = int(values.get("replicas") or 1)
+    stack.replica_urls = [start_replica(stack, setup, i, args.workers, env) for i in range(replicas)]
+    stack.service_url = stack.replica_urls[0]
+    extender, webhook = services(stack, setup)
+    register_webhook(stack, setup, webhook)
     if scheduler:
-        start_kube_scheduler(stack, setup, 0, stack.service_url)
+        for index, url in enumerate(stack.replica_urls):
+            # follow: the sidecar calls its own pod's extender; acquire: the Service (the leader)
+            start_kube_scheduler(stack, setup, index, extender if setup.leader_mode == "acquire" else url)
     wait_until(
-        "the service to be ready with every node registered",
-        lambda: service_ready(stack, args.nodes),
+        "a replica to be ready with every node registered",
+        lambda: leader_url(stack, args.nodes) is not None,
         120,
         stack,
         0.25,
     )
     return stack.kube
+
+
+def kill_replica(stack: Stack, index: int) -> list[int]:
+    """SIGKILL replica `index` as a node failure kills a pod: its worker, its Gunicorn (process group, so the
+    workers too) and its kube-scheduler. Returns the PIDs killed."""
+    suffix = replica_suffix(index)
+    targets = {**stack.all_processes()}
+    killed = []
+    for name in (f"scheduler{suffix}", f"service{suffix}", f"worker{suffix}"):
+        process = targets.get(name)
+        if process is not None and process.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            killed.append(process.pid)
+    for name in (f"scheduler{suffix}", f"service{suffix}", f"worker{suffix}"):
+        if name in targets:
+            targets[name].stop(timeout=5)  # reaps
+    return killed

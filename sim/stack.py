@@ -73,6 +73,8 @@ class Stack:
         self.http = pool_manager(4, timeout=30.0)  # to our service (trusting its CA once it serves HTTPS)
         self.ca_file: Path | None = None
         self.control_plane: ControlPlane | None = None
+        self.replica_urls: list[str] = []  # our replicas' service URLs (the first is also service_url)
+        self.closers: list[Callable[[], None]] = []  # in-process helpers to stop before the control plane
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         process = start_process(argv, log_path=self.workdir / f"{name}.log", env=env, cwd=REPO_ROOT)
@@ -139,6 +141,8 @@ class Stack:
         if not names:
             for name in list(self.processes):  # anything else started under another name
                 self._stop_one(name)
+            while self.closers:
+                self.closers.pop()()
             if self.control_plane is not None:
                 self._note_control_plane()
                 self.control_plane.stop()

@@ -161,6 +161,7 @@ def open_watch(
         em.config.bookmark_interval,
         drop_after,
         rv if initial_events else None,
+        since or rv,
     )
     return WatchSetup(watcher, backlog, options)
 

@@ -40,8 +40,10 @@ class ApiError(Exception):
         kind: str = "",
         group: str = "",
         retry_after: int | None = None,
+        causes: tuple[dict[str, str], ...] = (),
     ) -> None:
         super().__init__(message)
+        self.causes = causes
         self.code = code
         self.message = message
         self.reason = reason if reason is not None else REASONS.get(code, "Unknown")
@@ -68,6 +70,8 @@ class ApiError(Exception):
             details["group"] = self.group
         if self.kind:
             details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = [dict(c) for c in self.causes]
         if self.retry_after is not None:
             details["retryAfterSeconds"] = self.retry_after
         if details:
@@ -109,8 +113,14 @@ def conflict(plural: str, group: str, name: str, why: str) -> ApiError:
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
 
 
-def invalid(kind: str, name: str, cause: str) -> ApiError:
-    return ApiError(422, f'{kind} "{name}" is invalid: {cause}', name=name, kind=kind)
+def invalid(kind: str, name: str, cause: str, field: str = "") -> ApiError:
+    """422 Invalid; with `field`, the cause is also listed in details.causes (FieldValueInvalid)."""
+    causes = (
+        ({"reason": "FieldValueInvalid", "message": cause.split(": ", 1)[-1], "field": field},)
+        if field
+        else ()
+    )
+    return ApiError(422, f'{kind} "{name}" is invalid: {cause}', name=name, kind=kind, causes=causes)
 
 
 def bad_request(message: str) -> ApiError:

@@ -136,6 +136,8 @@ class Objects:
         meta = dict(versions.checked_metadata(body))
         if not meta.get("name") and not meta.get("generateName"):
             raise invalid(rtype.kind, "", "metadata.name: Required value: name or generateName is required")
+        if meta.get("name"):
+            versions.check_name(rtype.kind, str(meta["name"]), label=rtype is NAMESPACES)
         if rtype.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
                 raise bad_request(
@@ -270,6 +272,18 @@ class Objects:
                     lambda: self._finish_deletion(meta["namespace"], name, meta["uid"]),
                 )
                 return Deletion(entry, False)
+            if rtype is PODS and meta.get("deletionGracePeriodSeconds") != 0:
+                # kube-apiserver deletes a pod in two writes even at grace 0: deletionTimestamp first
+                # (watchers see MODIFIED), then the removal (DELETED, carrying that timestamp).
+                marked = {
+                    **current.obj,
+                    "metadata": {
+                        **meta,
+                        "deletionTimestamp": meta.get("deletionTimestamp") or versions.timestamp(0),
+                        "deletionGracePeriodSeconds": 0,
+                    },
+                }
+                current = self._store.put(rtype, marked, current)
             final = self._store.remove(rtype, current)
             if rtype is NAMESPACES:
                 self._remove_namespace_content(name)

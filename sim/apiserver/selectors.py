@@ -122,6 +122,6 @@ def parse_field_selector(text: str | None, allowed: frozenset[str]) -> FieldSele
             raise bad_request(f"invalid selector: {text!r}; can't understand {term!r}")
         label = label.strip()
         if label not in allowed:
-            raise bad_request(f'field label not supported: "{label}"')
+            raise bad_request(f"field label not supported: {label}")
         requirements.append(FieldRequirement(label, value.strip(), op == "!="))
     return FieldSelector(tuple(requirements))

@@ -9,6 +9,7 @@ status only through /status and everything else only through the main resource.
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 from sim.apiserver.errors import STALE, bad_request, conflict, invalid
@@ -19,6 +20,25 @@ from sim.apiserver.store import Entry, JsonObj
 def timestamp(offset_seconds: float = 0.0) -> str:
     moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=offset_seconds)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def check_name(kind: str, name: str, label: bool = False) -> None:
+    """422 unless `name` is a lowercase RFC 1123 subdomain (a label, for namespaces), as apimachinery says."""
+    pattern, what, limit = (_LABEL, "label", 63) if label else (_SUBDOMAIN, "subdomain", 253)
+    if len(name) <= limit and pattern.fullmatch(name):
+        return
+    chars = "'-'" if label else "'-' or '.'"
+    example = "'my-name', or '123-abc'" if label else "'example.com'"
+    cause = (
+        f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 {what} must consist of lower case '
+        f"alphanumeric characters, {chars}, and must start and end with an alphanumeric character "
+        f"(e.g. {example}, regex used for validation is '{pattern.pattern}')"
+    )
+    raise invalid(kind, name, cause, field="metadata.name")
 
 
 def checked_metadata(obj: JsonObj) -> JsonObj:
@@ -66,13 +86,6 @@ def updated(rtype: ResourceType, current: Entry, new: JsonObj, subresource: str)
         )
     if new_meta.get("resourceVersion") and new_meta["resourceVersion"] != str(current.rv):
         raise conflict(rtype.plural, rtype.group, name, STALE)
-    if subresource == "status":
-        result = dict(current.obj)
-        if new.get("status") is None:
-            result.pop("status", None)
-        else:
-            result["status"] = new["status"]
-        return result
     meta = {
         **new_meta,
         "name": name,
@@ -84,6 +97,15 @@ def updated(rtype: ResourceType, current: Entry, new: JsonObj, subresource: str)
     for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
         if field in old_meta:
             meta[field] = old_meta[field]
+    if subresource == "status":
+        # The status subresource writes status and metadata (labels, annotations: a pod's annotations can
+        # change through pods/status), never the spec.
+        result = {**current.obj, "metadata": meta}
+        if new.get("status") is None:
+            result.pop("status", None)
+        else:
+            result["status"] = new["status"]
+        return result
     result = {**new, "kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
     if rtype.split_status:
         result.pop("status", None)

@@ -117,6 +117,7 @@ class WatchOptions:
     bookmark_interval: float
     drop_after: int | None  # end the stream after this many events (a drop_watch fault)
     initial_events_end: int | None = None  # sendInitialEvents: mark the end of the backlog at this version
+    start_rv: int = 0  # the version the watch starts after: no bookmark until the store moved past it
 
 
 def error_line(status: dict[str, object]) -> bytes:
@@ -131,13 +132,14 @@ def _bookmark(rtype: ResourceType, rv: int, initial_events_end: bool = False) ->
     return b'{"type":"BOOKMARK","object":%s}\n' % orjson.dumps(obj)
 
 
-def _periodic_bookmark(store: Store, watcher: Watcher) -> bytes | None:
-    """A BOOKMARK at the current version, only when every change up to it has been sent."""
+def _periodic_bookmark(store: Store, watcher: Watcher, last: int) -> tuple[bytes | None, int]:
+    """A BOOKMARK at the current version, only when every change up to it has been sent and the version
+    moved past `last` (what the watcher has seen), as kube-apiserver's cacher does; and the new `last`."""
     with store.lock:
-        if not watcher.idle:
-            return None
+        if not watcher.idle or store.rv <= last:
+            return None, last
         rv = store.rv
-    return _bookmark(watcher.rtype, rv)
+    return _bookmark(watcher.rtype, rv), rv
 
 
 def run_watch(
@@ -151,10 +153,10 @@ def run_watch(
     """Stream until timeout, client disconnect, server stop, watcher close or a drop fault; say which."""
     deadline = time.monotonic() + options.timeout if options.timeout else None
     next_bookmark = time.monotonic() + options.bookmark_interval
-    sent = 0
+    sent, last = 0, options.start_rv
 
     def emit(changes: list[Change]) -> bool:
-        nonlocal sent
+        nonlocal sent, last
         buffer: list[bytes] = []
         size = 0
         for change in changes:
@@ -166,6 +168,7 @@ def run_watch(
             buffer.append(line)
             size += len(line)
             sent += 1
+            last = max(last, change.rv)
             if size >= _FLUSH_BYTES:
                 sink.send(b"".join(buffer))
                 buffer, size = [], 0
@@ -197,7 +200,7 @@ def run_watch(
         elif sink.client_gone():
             return "client"
         if options.bookmarks and time.monotonic() >= next_bookmark:
-            line = _periodic_bookmark(store, watcher)
+            line, last = _periodic_bookmark(store, watcher, last)
             if line is not None:
                 sink.send(line)
             next_bookmark = time.monotonic() + options.bookmark_interval

@@ -82,12 +82,17 @@ class RealControlPlane:
     kind = "real"
 
     def __init__(
-        self, workdir: Path, users: tuple[User, ...] = (EXTENDER, DEVICE_PLUGIN), verbosity: int = 1
+        self,
+        workdir: Path,
+        users: tuple[User, ...] = (EXTENDER, DEVICE_PLUGIN),
+        verbosity: int = 1,
+        apiserver_args: tuple[str, ...] = (),
     ) -> None:
         self.workdir = workdir
         self.bin = binaries.find()
         self.kubeconfig = workdir / "kubeconfig"
         self.verbosity = verbosity
+        self.apiserver_args = apiserver_args  # e.g. a short --etcd-compaction-interval for watch expiry
         self.users = (ADMIN, *dict.fromkeys(u for u in users if u != ADMIN))
         self.tokens = {u.name: secrets.token_hex(16) for u in self.users}
         self.pki = workdir / "pki"
@@ -211,6 +216,7 @@ class RealControlPlane:
             "--endpoint-reconciler-type=none",
             "--profiling=false",
             f"--v={self.verbosity}",
+            *self.apiserver_args,
         ]
         process = self.children.start("kube-apiserver", argv)
         context = ssl.create_default_context(cadata=self.ca_pem.decode())

@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from app.core import reasons
 from sim.processes import start_process
 from sim.stack import pid_alive
 from sim.testing import REPO_ROOT
@@ -26,6 +27,11 @@ def surviving_children(report_path: Path) -> list[int]:
     return [pid for group in pids.values() for pid in group if pid_alive(pid)]
 
 
+HAMI_REASONS = (
+    reasons.NODE_INSUFFICIENT_DEVICE,
+    reasons.CARD_INSUFFICIENT_MEMORY,
+    reasons.CARD_TYPE_MISMATCH,
+)
 CHILDREN = {
     "emulator": {"apiserver", "nodes", "worker", "service", "scheduler"},
     "real": {"etcd", "kube-apiserver", "nodes", "worker", "service", "scheduler"},
@@ -40,7 +46,7 @@ def test_small_demo_run_keeps_every_invariant(tmp_path: Path, control_plane: str
     argv = [
         sys.executable, "-m", "sim", "demo", "--nodes", "4", "--pods", "20", "--seed", "3",
         "--report", str(report_path), "--workdir", str(tmp_path / "run"), "--unschedulable-timeout", "2",
-        "--timeout", "120", "--tls", "--control-plane", control_plane, "--stable", "3",
+        "--timeout", "120", "--tls", "--control-plane", control_plane, "--stable", "3", "--mig-nodes", "1",
     ]  # fmt: skip
     demo = start_process(argv, log_path=tmp_path / "demo.log", cwd=REPO_ROOT)
     try:
@@ -72,6 +78,11 @@ def test_small_demo_run_keeps_every_invariant(tmp_path: Path, control_plane: str
     assert report["pods_per_second"] > 0
     assert report["settings"]["tls"] is True
     assert report["control_plane"] == control_plane
+    if control_plane == "real":  # kube-scheduler's own events carry our extender's reasons
+        assert set(report["rejected"]) <= set(report["failed_scheduling"])
+        for message in report["failed_scheduling"].values():
+            assert any(reason in message for reason in HAMI_REASONS), message
+        assert set(report["versions"]) == {"etcd", "kube-apiserver", "kube-scheduler"}
     assert set(report["child_pids"]) == CHILDREN[control_plane]
     assert len(report["child_pids"]["service"]) >= 2  # the Gunicorn master and its workers
     assert report["children_left"] == []
