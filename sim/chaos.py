@@ -269,6 +269,10 @@ def passed(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.control_plane == "real":
+        from sim.chaosreal import run as run_real
+
+        return run_real(args)
     began = time.time()
     if args.nodes is None:
         args.nodes = max(4, math.ceil(args.pods / PODS_PER_NODE))
@@ -393,6 +397,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger-wait", type=float, default=30.0, help="seconds for the ledger to converge")
     parser.add_argument("--workdir", default="", help="keep the logs and state here (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir after a passing run")
+    parser.add_argument(
+        "--control-plane",
+        choices=("emulator", "real"),
+        default="emulator",
+        help="real: process kills and etcd/kube-apiserver restarts instead of API faults (sim.chaosreal)",
+    )
 
 
 COMMAND = Command(add_arguments, run)

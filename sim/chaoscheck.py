@@ -53,8 +53,8 @@ def outcome_of(pod: Mapping[str, Any]) -> str:
         if podutil.phase(pod) == "Failed":
             return "failed"
         return "bound" if allocated(pod) else "not-allocated"
-    if rejected is None:
-        return "pending"
+    if rejected is None:  # the real kube-scheduler never gives up: its condition says unschedulable
+        return "unschedulable" if podutil.unschedulable_reason(pod) is not None else "pending"
     return "unschedulable" if rejected.startswith("unschedulable") else "rejected-after-errors"
 
 

@@ -20,8 +20,8 @@ from typing import Any
 from sim.controlplane import SchedulerSpec
 from sim.kube import Kube
 from sim.processes import wait_for_http
-from sim.realcluster import start_real_cluster
-from sim.stack import PY, Stack, free_port, serve_tls, service_ready, start_nodes, wait_until
+from sim.realcluster import ExternalExtender, start_real_cluster
+from sim.stack import PY, DemoFailure, Stack, free_port, serve_tls, service_ready, start_nodes, wait_until
 
 
 def extender_config(url: str, ca_file: Path | None) -> dict[str, object]:
@@ -51,6 +51,8 @@ def start_cluster(
     scheduler: bool = True,
     service_env: Mapping[str, str] | None = None,
     values: Mapping[str, Any] | None = None,
+    external: ExternalExtender | None = None,
+    scheduler_qps: int = 0,
 ) -> Kube:
     """Control plane, nodes, worker, service (waited for until Ready with every node) and scheduler.
 
@@ -58,11 +60,22 @@ def start_cluster(
     max_unschedulable (the demo's options), and optionally control_plane ("emulator", the default, or
     "real": then `sim.realcluster` builds the cluster from our chart). `scheduler=False` leaves the
     kube-scheduler out (the caller plays it); `service_env` adds to or overrides the worker's and the
-    service's environment; `values` are the chart's values (real control plane only). The API client
-    returned is also `stack.kube`.
+    service's environment; `values` are the chart's values, `external` an extender the harness did not
+    start, `scheduler_qps` kube-scheduler's client rate (real control plane only; see sim.realcluster). The
+    API client returned is also `stack.kube`.
     """
     if getattr(args, "control_plane", "emulator") == "real":
-        return start_real_cluster(args, stack, scheduler=scheduler, service_env=service_env, values=values)
+        return start_real_cluster(
+            args,
+            stack,
+            scheduler=scheduler,
+            service_env=service_env,
+            values=values,
+            external=external,
+            scheduler_qps=scheduler_qps,
+        )
+    if external is not None:
+        raise DemoFailure("an external extender needs the real control plane (--control-plane real)")
     stack.start_control_plane("emulator")
     kube = stack.kube
     assert kube is not None

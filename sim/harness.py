@@ -27,6 +27,7 @@ import urllib3
 
 from sim.cluster import start_cluster
 from sim.kube import KubeError, pod_path
+from sim.realcluster import ExternalExtender
 from sim.stack import DemoFailure, Stack
 
 
@@ -45,6 +46,8 @@ class ClusterOptions:
     scheduler: bool = True
     service_env: Mapping[str, str] = field(default_factory=dict)
     chart_values: Mapping[str, Any] = field(default_factory=dict)  # real control plane: helm values
+    external: ExternalExtender | None = None  # real: drive an extender/webhook the harness did not start
+    scheduler_qps: int = 0  # real: kube-scheduler clientConnection qps (burst 2x); 0: the default
 
     def namespace(self, control_plane: str) -> argparse.Namespace:
         return argparse.Namespace(
@@ -52,7 +55,7 @@ class ClusterOptions:
             **{
                 k: getattr(self, k)
                 for k in self.__dataclass_fields__
-                if k not in ("scheduler", "service_env", "chart_values")
+                if k not in ("scheduler", "service_env", "chart_values", "external", "scheduler_qps")
             },
         )
 
@@ -72,6 +75,8 @@ def running_cluster(
             scheduler=options.scheduler,
             service_env=dict(options.service_env),
             values=dict(options.chart_values),
+            external=options.external,
+            scheduler_qps=options.scheduler_qps,
         )
         yield stack
     finally:

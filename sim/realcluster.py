@@ -15,6 +15,7 @@ KubeSchedulerConfiguration -> Ready with every node registered.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import os
 import signal
@@ -37,6 +38,19 @@ from sim.stack import DemoFailure, Stack, free_port, service_ready, start_nodes,
 from sim.workload import NAMESPACES
 
 PY = sys.executable
+
+
+@dataclass(frozen=True)
+class ExternalExtender:
+    """Drive an extender (and webhook) this harness did not start, e.g. another HAMi-compatible one: the
+    chart's KubeSchedulerConfiguration pointed at `url` (empty: kube-scheduler without any extender, the
+    benchmark's baseline), the chart's webhook registration pointed at `webhook_url` (empty: none)."""
+
+    url: str = ""
+    ca_file: str = ""  # tlsConfig.caFile for an https url; empty: tlsConfig.insecure
+    webhook_url: str = ""  # e.g. https://127.0.0.1:9443/webhook
+    webhook_ca: str = ""  # PEM file for the webhook's caBundle
+    scheduler_name: str = "hami-scheduler"
 
 
 @dataclass(frozen=True)
@@ -158,8 +172,18 @@ def leader_url(stack: Stack, nodes: int) -> str | None:
     return None
 
 
-def start_kube_scheduler(stack: Stack, setup: ChartSetup, index: int, extender_url: str) -> None:
-    config = chart.scheduler_configuration(setup.objects, extender_url, setup.tls.ca)
+def start_kube_scheduler(
+    stack: Stack, setup: ChartSetup, index: int, extender_url: str, qps: int = 0, ca_file: str = ""
+) -> None:
+    """The real kube-scheduler of replica `index` with the chart's configuration at `extender_url` (empty:
+    no extender); `qps` > 0 sets clientConnection qps/burst (as scheduler_perf does)."""
+    config = chart.scheduler_configuration(
+        setup.objects, extender_url, Path(ca_file) if ca_file else setup.tls.ca
+    )
+    if not extender_url:
+        config.pop("extenders", None)
+    if qps > 0:
+        config["clientConnection"] = {"qps": qps, "burst": qps * 2}
     spec = SchedulerSpec(name=f"scheduler{replica_suffix(index)}", config=config, hostname=pod_name(index))
     stack.start_scheduler(spec)
 
@@ -171,16 +195,22 @@ def start_real_cluster(
     scheduler: bool = True,
     service_env: Mapping[str, str] | None = None,
     values: Mapping[str, Any] | None = None,
+    external: ExternalExtender | None = None,
+    scheduler_qps: int = 0,
 ) -> Kube:
     """The stack of `sim.cluster.start_cluster` on the real control plane, with the chart's `values`
     (`replicas`: that many replicas, each with its own kube-scheduler as the chart deploys them;
     `leaderElection.mode`). Without a scheduler leader election is off (in follow mode nothing else would
-    make a replica the leader). `stack.service_url` ends as the leader's URL."""
+    make a replica the leader). `stack.service_url` ends as the leader's URL. With `external`, none of
+    ours runs: the control plane, the nodes and one kube-scheduler at the given extender."""
     values = dict(values or {})
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
     start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), "--finish-deletions")
+    if external is not None:
+        start_external(stack, setup, external, scheduler, scheduler_qps)
+        return stack.kube
     env = dict(service_env or {})
     if not scheduler:
         env.setdefault("HAMI_LEADER_ELECT", "false")
@@ -192,7 +222,8 @@ def start_real_cluster(
     if scheduler:
         for index, url in enumerate(stack.replica_urls):
             # follow: the sidecar calls its own pod's extender; acquire: the Service (the leader)
-            start_kube_scheduler(stack, setup, index, extender if setup.leader_mode == "acquire" else url)
+            target = extender if setup.leader_mode == "acquire" else url
+            start_kube_scheduler(stack, setup, index, target, scheduler_qps)
     wait_until(
         "a replica to be ready with every node registered",
         lambda: leader_url(stack, args.nodes) is not None,
@@ -201,6 +232,39 @@ def start_real_cluster(
         0.25,
     )
     return stack.kube
+
+
+def start_external(
+    stack: Stack, setup: ChartSetup, external: ExternalExtender, scheduler: bool, qps: int
+) -> None:
+    """Register `external`'s webhook (the chart's configuration, its URL and CA) and start kube-scheduler."""
+    assert stack.kube is not None
+    if external.webhook_url:
+        hook = chart.webhook_configuration(setup.objects, external.webhook_url)
+        if external.webhook_ca:
+            ca = base64.b64encode(Path(external.webhook_ca).read_bytes()).decode()
+            for webhook in hook["webhooks"]:
+                webhook["clientConfig"]["caBundle"] = ca
+        try:
+            chart.apply(stack.kube, [hook])
+            chart.wait_for_webhook(stack.kube, NAMESPACES[0], external.scheduler_name)
+        except (chart.ChartError, KubeError) as exc:
+            raise DemoFailure(f"registering the external webhook failed: {exc}") from None
+    if scheduler:
+        config = chart.scheduler_configuration(setup.objects, external.url, Path(external.ca_file or "."))
+        if not external.url:
+            config.pop("extenders", None)
+        for extender in config.get("extenders") or []:
+            if not external.ca_file:
+                extender["tlsConfig"] = {"insecure": True}
+            else:
+                extender["tlsConfig"].pop("serverName", None)
+            extender["enableHTTPS"] = external.url.startswith("https://")
+        for profile in config.get("profiles") or []:
+            profile["schedulerName"] = external.scheduler_name
+        if qps > 0:
+            config["clientConnection"] = {"qps": qps, "burst": qps * 2}
+        stack.start_scheduler(SchedulerSpec(name="scheduler", config=config, hostname=pod_name(0)))
 
 
 def kill_replica(stack: Stack, index: int) -> list[int]:

@@ -75,12 +75,22 @@ class Stack:
         self.control_plane: ControlPlane | None = None
         self.replica_urls: list[str] = []  # our replicas' service URLs (the first is also service_url)
         self.closers: list[Callable[[], None]] = []  # in-process helpers to stop before the control plane
+        self._recipes: dict[str, tuple[list[str], dict[str, str] | None]] = {}
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         process = start_process(argv, log_path=self.workdir / f"{name}.log", env=env, cwd=REPO_ROOT)
         self.processes[name] = process
-        self.pids[name] = [process.pid]
+        self.pids[name] = [*self.pids.get(name, []), process.pid]
+        self._recipes[name] = (list(argv), env)
         return process
+
+    def restart(self, name: str) -> ChildProcess:
+        """Start `name` again as it was started last (a container restarted in the same pod)."""
+        old = self.processes.get(name)
+        if old is not None:
+            old.stop(timeout=5.0)
+        argv, env = self._recipes[name]
+        return self.start(name, argv, env)
 
     def start_control_plane(self, kind: str) -> ControlPlane:
         """Start the emulator or the real control plane (etcd, kube-apiserver) and keep it in the stack."""

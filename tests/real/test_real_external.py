@@ -1,0 +1,40 @@
+"""The harness drives a kube-scheduler it did not pair with our service (what `python -m bench` needs for an
+outside extender and for its no-extender baseline): with `ExternalExtender(url="")` only the control plane,
+the nodes and the chart's kube-scheduler without extenders run, and a pod of our scheduler name is bound by
+kube-scheduler's own plugins."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from sim import podutil
+from sim.harness import ClusterOptions, running_cluster
+from sim.kube import pod_path
+from sim.realcluster import ExternalExtender
+
+pytestmark = [pytest.mark.integration, pytest.mark.real]
+
+
+def test_kube_scheduler_without_extender_binds_by_itself(tmp_path: Path, real_binaries: object) -> None:
+    options = ClusterOptions(nodes=2, gpus_per_node=2, external=ExternalExtender(url=""), scheduler_qps=500)
+    with running_cluster(tmp_path / "run", "real", options) as stack:
+        kube = stack.kube
+        assert kube is not None
+        assert set(stack.all_processes()) == {"etcd", "kube-apiserver", "nodes", "scheduler"}
+        config = (stack.workdir / "scheduler" / "config.yaml").read_text()
+        assert "extenders" not in config and "qps: 500" in config
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "plain", "namespace": "default"},
+            "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
+        }
+        kube.create(pod_path("default"), pod)
+        deadline = time.monotonic() + 60
+        while podutil.phase(kube.get(pod_path("default", "plain"))) != "Running":
+            assert time.monotonic() < deadline, "the pod was not scheduled and started"
+            time.sleep(0.2)
+        assert kube.get(pod_path("default", "plain"))["spec"]["nodeName"].startswith("gpu-node-")
