@@ -128,6 +128,11 @@ def build_report(
             "webhook_denied": run["denied"],
             **latency,
             "failed_scheduling": failed,
+            "pods_failed": {  # the kubelet's reason, e.g. UnexpectedAdmissionError from a failed Allocate
+                podutil.key(p): str((p.get("status") or {}).get("message") or "")
+                for p in pods
+                if podutil.phase(p) == "Failed"
+            },
             "control_plane": stack.control_plane.kind,
             "versions": stack.control_plane.versions(),
             "pods_per_second": round(report["pods_bound"] / elapsed, 2),
