@@ -8,6 +8,7 @@ environment as an argument so tests never touch os.environ.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class Settings:
 
 
 _TRUE = ("1", "t", "true", "yes", "on")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _FALSE = ("0", "f", "false", "no", "off")
 
 
@@ -189,13 +192,21 @@ def _leader(env: Mapping[str, str]) -> LeaderSettings:
     if not renew > 1.2 * retry:
         raise SettingsError("HAMI_RENEW_DEADLINE must be greater than 1.2 x HAMI_RETRY_PERIOD")
     identity = env.get("POD_NAME") or env.get("HOSTNAME") or socket.gethostname()
+    # The API server refuses a Lease whose name is no RFC 1123 subdomain (or namespace no label): say so
+    # at start instead of failing every election attempt (the emulator used to accept any name).
+    name = env.get("HAMI_LEADER_ELECT_RESOURCE_NAME") or "hami-scheduler"
+    namespace = env.get("HAMI_LEADER_ELECT_RESOURCE_NAMESPACE") or env.get("POD_NAMESPACE") or "default"
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise SettingsError(
+            f"HAMI_LEADER_ELECT_RESOURCE_NAME={name!r}: not a valid Lease name (RFC 1123 subdomain)"
+        )
+    if len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace):
+        raise SettingsError(f"HAMI_LEADER_ELECT_RESOURCE_NAMESPACE={namespace!r}: not a valid namespace name")
     return LeaderSettings(
         enabled=_bool(env, "HAMI_LEADER_ELECT", False),
         mode=mode,
-        resource_name=env.get("HAMI_LEADER_ELECT_RESOURCE_NAME") or "hami-scheduler",
-        resource_namespace=env.get("HAMI_LEADER_ELECT_RESOURCE_NAMESPACE")
-        or env.get("POD_NAMESPACE")
-        or "default",
+        resource_name=name,
+        resource_namespace=namespace,
         identity=identity,
         lease_duration=lease,
         renew_deadline=renew,

@@ -55,7 +55,8 @@ def replicas(
     """Two replicas holding for one Lease (named after the test); (leader, follower) once one is Ready."""
     emulator.reset()
     cluster.add_nodes(*(cluster.gpu_node(n, gpus=GPUS, count=SLOTS, memory=MEMORY) for n in NODES))
-    env = {**ELECTION, "HAMI_LEADER_ELECT_RESOURCE_NAME": request.node.name.replace("_", "-")[:60]}
+    lease = request.node.name.replace("_", "-")[:60].rstrip("-")  # a valid Lease name (RFC 1123)
+    env = {**ELECTION, "HAMI_LEADER_ELECT_RESOURCE_NAME": lease}
     both = [
         start_service(env={**env, "POD_NAME": f"hami-scheduler-{x}"}, registrar="worker", wait_ready=False)
         for x in "ab"
