@@ -1,0 +1,75 @@
+"""`python -m sim up` as the issue specifies: D/kubeconfig (admin), then D/ready; in the foreground until
+SIGTERM; then every process it started is gone (by PID) and D/ready removed. On the real control plane a pod
+created with the admin kubeconfig is scheduled through our webhook, kube-scheduler and extender."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sim import podutil
+from sim.kube import Kube, pod_path
+from sim.processes import start_process
+from sim.stack import pid_alive
+from sim.testing import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+GPU_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "up-gpu", "namespace": "default"},
+    "spec": {
+        "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "control_plane", ["emulator", pytest.param("real", marks=pytest.mark.real)], ids=["emulator", "real"]
+)
+def test_sim_up_serves_until_sigterm_and_leaves_nothing(tmp_path: Path, control_plane: str) -> None:
+    workdir = tmp_path / "up"
+    argv = [
+        sys.executable, "-m", "sim", "up", "--control-plane", control_plane, "--nodes", "2",
+        "--gpus-per-node", "2", "--workdir", str(workdir),
+    ]  # fmt: skip
+    up = start_process(argv, log_path=tmp_path / "up.log", cwd=REPO_ROOT)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not (workdir / "ready").exists():
+            assert up.alive(), up.log_tail()
+            assert time.monotonic() < deadline, up.log_tail()
+            time.sleep(0.2)
+        ready = orjson.loads((workdir / "ready").read_bytes())
+        pids = list(ready["pids"].values())
+        assert ready["control_plane"] == control_plane and ready["kubeconfig"] == str(workdir / "kubeconfig")
+        kube = Kube.from_kubeconfig(workdir / "kubeconfig")
+        pod = dict(GPU_POD)
+        if control_plane == "emulator":  # the emulator calls no webhook (docs/emulator.md)
+            pod = {**pod, "spec": {**pod["spec"], "schedulerName": "hami-scheduler"}}
+        kube.create(pod_path("default"), pod)
+        while podutil.phase(created := kube.get(pod_path("default", "up-gpu"))) != "Running":
+            assert time.monotonic() < deadline, up.log_tail()
+            time.sleep(0.2)
+        assert podutil.annotations_of(created)["hami.io/bind-phase"] == "success"
+        kube.close()
+        os.kill(up.pid, signal.SIGTERM)
+        up_deadline = time.monotonic() + 60
+        while up.alive():
+            assert time.monotonic() < up_deadline, "sim up did not stop after SIGTERM"
+            time.sleep(0.2)
+        assert up.returncode == 0, up.log_tail()
+    finally:
+        up.stop(timeout=30)
+        leftovers = [pid for pid in pids if pid_alive(pid)]
+        for pid in leftovers:
+            os.kill(pid, signal.SIGKILL)
+    assert leftovers == [] and pids
+    assert not (workdir / "ready").exists()
