@@ -57,6 +57,11 @@ def nodes_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="delete terminating pods with grace 0, as a kubelet does once containers stopped (real API)",
     )
+    parser.add_argument(
+        "--stock-gpus",
+        action="store_true",
+        help="pods without HAMi's annotations get whole GPUs, as from NVIDIA's device plugin (no extender)",
+    )
 
 
 def nodes_main(args: argparse.Namespace) -> int:
@@ -79,7 +84,9 @@ def nodes_main(args: argparse.Namespace) -> int:
     kubelets = Kubelets(
         kube,
         cluster,
-        PluginConfig(args.allocate_latency, args.workers, args.run_seconds, args.finish_deletions),
+        PluginConfig(
+            args.allocate_latency, args.workers, args.run_seconds, args.finish_deletions, args.stock_gpus
+        ),
     )
     try:
         if not args.no_register:

@@ -61,6 +61,7 @@ class PluginConfig:
     workers: int = 8  # allocation threads shared by all nodes
     default_run_seconds: float | None = None  # None: pods run until deleted
     finish_deletions: bool = False  # delete terminating pods at once (the real API server waits for this)
+    stock_gpus: bool = False  # pods without HAMi's allocation get whole GPUs as from NVIDIA's own plugin
 
 
 class Stats:
@@ -309,7 +310,8 @@ class Kubelets:
         plugin = self.plugins[node]
         namespace, name = podutil.namespace(pod), podutil.name(pod)
         ordered = podutil.containers(pod, init=True) + podutil.containers(pod)
-        for index, container in podutil.gpu_containers(pod):
+        stock = self.config.stock_gpus and TO_ALLOCATE not in podutil.annotations_of(pod)
+        for index, container in [] if stock else podutil.gpu_containers(pod):
             try:
                 served, group_index = plugin.allocate(podutil.gpu_count(container))
             except AllocateError as exc:
@@ -321,7 +323,9 @@ class Kubelets:
                 self.stats.count("allocate_served_other_pod")
             elif group_index != index or group_index >= len(ordered):
                 self.stats.count("allocate_group_container_mismatch")
-        if podutil.gpu_containers(pod):
+        if stock:
+            self.stats.count("pods_stock_gpus")
+        elif podutil.gpu_containers(pod):
             fresh = self.kube.get_or_none(pod_path(namespace, name))
             notes = podutil.annotations_of(fresh) if fresh else {}
             if VENDOR in notes.get(TO_ALLOCATE, "") or notes.get(nodelock.BIND_PHASE) == "allocating":

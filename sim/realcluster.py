@@ -207,7 +207,10 @@ def start_real_cluster(
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
-    start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), "--finish-deletions")
+    kubelet = ["--finish-deletions"]
+    if external is not None and not external.url:  # no extender: the stock NVIDIA plugin's behaviour
+        kubelet.append("--stock-gpus")
+    start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), *kubelet)
     if external is not None:
         start_external(stack, setup, external, scheduler, scheduler_qps)
         return stack.kube
