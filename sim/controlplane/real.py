@@ -101,6 +101,7 @@ class RealControlPlane:
         self.url = f"https://127.0.0.1:{self.port}"
         self.ca_pem = b""
         self._schedulers: dict[str, list[str]] = {}
+        self.scheduler_urls: dict[str, str] = {}  # each kube-scheduler's secure port (/metrics needs no auth)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
@@ -249,6 +250,7 @@ class RealControlPlane:
         if spec.hostname and os.geteuid() == 0 and shutil.which("unshare"):
             argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', spec.hostname, *argv]
         self._schedulers[spec.name] = argv
+        self.scheduler_urls[spec.name] = f"https://127.0.0.1:{port}"
         process = self.children.start(spec.name, argv)
         _poll(f"https://127.0.0.1:{port}/healthz", process, 60, context=ssl._create_unverified_context())
         return process
