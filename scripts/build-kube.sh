@@ -22,6 +22,8 @@ export GOWORK=off CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 KUBE_VERSION=$(version_of "$ROOT/tools/kube/go.mod" k8s.io/kubernetes)
 ETCD_VERSION=$(version_of "$ROOT/tools/etcd/go.mod" go.etcd.io/etcd/server/v3)
 [[ -n $KUBE_VERSION && -n $ETCD_VERSION ]] || { echo "build-kube: no version in tools/*/go.mod" >&2; exit 2; }
+# Go's official tarball installs to /usr/local/go; a non-interactive shell (CI) may lack it on PATH.
+command -v go >/dev/null || [[ ! -x /usr/local/go/bin/go ]] || export PATH="/usr/local/go/bin:$PATH"
 command -v go >/dev/null || { echo "build-kube: go is not installed (Go >= 1.24 needed)" >&2; exit 2; }
 
 build() {  # build FOLDER MODULE_DIR LDFLAGS PACKAGE... -- into CACHE/FOLDER unless complete
