@@ -49,10 +49,26 @@ from app.state.podentry import entry_for
 
 BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
 
+# The bounded `reason` of a bind answer (metric label and decision log): where it failed, never the text.
+BOUND_OK = "ok"
+NOT_LEADER = "not-leader"
+POD_LOOKUP = "pod-lookup"
+POD_RECREATED = "pod-recreated"
+INVALID_REQUEST = "invalid-request"
+NOT_FILTERED = "not-filtered-here"
+NODE_LOOKUP = "node-lookup"
+RECHECK = "recheck-failed"
+LOCK_CONTENDED = "lock-contention"
+LOCK_ERROR = "lock-error"
+PATCH_FAILED = "patch-failed"
+BINDING_FAILED_REASON = "binding-failed"
+BINDING_UNKNOWN = "binding-unknown"
+
 
 @dataclass
 class BindOutcome:
     error: str = ""
+    reason: str = BOUND_OK  # one of the bounded reasons above
     phases: dict[str, float] = field(default_factory=dict)
     lock_waited: float = 0.0
     lock_contended: bool = False
@@ -60,9 +76,12 @@ class BindOutcome:
 
 
 class _Failed(Exception):
-    def __init__(self, message: str, *, event: str | None = None, compensate: bool = True) -> None:
+    def __init__(
+        self, message: str, reason: str, *, event: str | None = None, compensate: bool = True
+    ) -> None:
         super().__init__(message)
         self.message = message
+        self.reason = reason
         self.event = message if event is None else event
         self.compensate = compensate  # False: the binding may have happened, keep the lock and reservation
 
@@ -89,15 +108,15 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
             outcome.lock_waited = time.monotonic() - started
             return
         except NodeUnreadable as exc:
-            raise _Failed(exc.message, event=f"failed to get node {node}") from None
+            raise _Failed(exc.message, NODE_LOOKUP, event=f"failed to get node {node}") from None
         except LockContention as exc:
             outcome.lock_contended = True
             if time.monotonic() + delay > deadline:
                 if context.settings.bind_lock_wait > 0:
                     waited = nodelock.go_duration(timedelta(seconds=context.settings.bind_lock_wait))
                     message = f"timed out after {waited} waiting for node {node} to be unlocked"
-                    raise _Failed(f"{message}: {nodelock.CONTENTION}") from None
-                raise _Failed(str(exc)) from None
+                    raise _Failed(f"{message}: {nodelock.CONTENTION}", LOCK_CONTENDED) from None
+                raise _Failed(str(exc), LOCK_CONTENDED) from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
 
@@ -111,13 +130,14 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
         ours = frozenset({settings.scheduler_name})  # never a pod of an adopted name: those are not written
         adopted = entry_for(pod, settings.vendors, ours, CONFIRMED, context.clock())
     except (CodecError, pods.PodError) as exc:
-        raise _Failed(f"{who} carries a corrupt device allocation: {exc}") from None
+        raise _Failed(f"{who} carries a corrupt device allocation: {exc}", RECHECK) from None
     if adopted is None:
-        raise _Failed(f"{who} carries no device allocation for node {node}; it will be filtered again")
+        message = f"{who} carries no device allocation for node {node}; it will be filtered again"
+        raise _Failed(message, RECHECK)
     snapshot = context.inventory.current()  # the ledger itself is read in the check below
     record = snapshot.nodes.get(node) if snapshot is not None else None
     if record is None:
-        raise _Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again")
+        raise _Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again", RECHECK)
     existing = context.ledger.get(ref.uid)
     if existing is not None:
         adopted = replace(adopted, state=existing.state, updated_at=existing.updated_at)
@@ -129,7 +149,7 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
         return None if why else adopted
 
     if context.ledger.assume(ref.uid, node, check) is None:
-        raise _Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again")
+        raise _Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again", RECHECK)
 
 
 REREAD_DELAYS = (0.1, 0.2, 0.4)  # seconds between the re-reads after a failed binding call
@@ -157,6 +177,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     status, now = context.status(), context.clock()
     if not status.may_decide(now):
         outcome.error = f"hami-scheduler: {status.why_not(now)}; retry later"
+        outcome.reason = NOT_LEADER
         return outcome
     ref = PodRef(namespace, name, uid)
     locked = False
@@ -165,11 +186,13 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         try:
             pod = objects.get_pod(context.kube, namespace, name)
         except ApiError as exc:
-            raise _Failed(exc.message, event="") from None
+            raise _Failed(exc.message, POD_LOOKUP, event="") from None
         outcome.phases["pod_lookup"] = time.perf_counter() - mark
         if uid and pods.uid(pod) != uid:
             raise _Failed(
-                f"pod {namespace}/{name} has UID {pods.uid(pod)}, not {uid}: it was recreated", event=""
+                f"pod {namespace}/{name} has UID {pods.uid(pod)}, not {uid}: it was recreated",
+                POD_RECREATED,
+                event="",
             )
         ref = PodRef(namespace, name, pods.uid(pod))
         refused = adoption.refusal(context.settings.counted, pod)
@@ -178,16 +201,19 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         try:
             requests = pods.pod_requests(pod, context.settings.vendors)
         except (InvalidRequest, pods.PodError) as exc:
-            raise _Failed(str(exc)) from None
+            raise _Failed(str(exc), INVALID_REQUEST) from None
         assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
         if requests.any and assigned != node:
-            raise _Failed(f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}")
+            raise _Failed(
+                f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}",
+                NOT_FILTERED,
+            )
         if not requests.any:  # with devices, taking the lock reads the node
             mark = time.perf_counter()
             try:
                 objects.get_node(context.kube, node)
             except ApiError:
-                raise _Failed(f"failed to get node {node}") from None
+                raise _Failed(f"failed to get node {node}", NODE_LOOKUP) from None
             outcome.phases["node_lookup"] = time.perf_counter() - mark
         else:
             mark = time.perf_counter()
@@ -204,7 +230,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         try:
             objects.patch_pod_metadata(context.kube, namespace, name, stamp, uid=ref.uid or None)
         except ApiError as exc:
-            raise _Failed(exc.message) from None
+            raise _Failed(exc.message, PATCH_FAILED) from None
         outcome.phases["patch"] = time.perf_counter() - mark
         mark = time.perf_counter()
         try:
@@ -213,13 +239,17 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             happened = _bound_anyway(context, ref, node)
             if happened is None:
                 message = f"{exc.message}; could not tell whether pod {namespace}/{name} was bound to {node}"
-                raise _Failed(message, compensate=False) from None
+                raise _Failed(message, BINDING_UNKNOWN, compensate=False) from None
             if not happened:
-                raise _Failed(exc.message) from None
+                raise _Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
     except (_Failed, LockContention, ApiError) as failure:
         message = failure.message if isinstance(failure, _Failed | ApiError) else str(failure)
         event = failure.event if isinstance(failure, _Failed) else message
+        if isinstance(failure, _Failed):
+            outcome.reason = failure.reason
+        else:
+            outcome.reason = LOCK_CONTENDED if isinstance(failure, LockContention) else LOCK_ERROR
         if not isinstance(failure, _Failed) or failure.compensate:
             _compensate(context, ref, uid, node, locked)
         if event and context.settings.events_enabled:

@@ -67,6 +67,8 @@ class FilterOutcome:
     denial: str = ""  # a short reason label for metrics when the pod was not placed
     phases: dict[str, float] = field(default_factory=dict)
     passthrough: bool = False  # the pod asks for no managed device: not ours to decide
+    devices: PodDevices | None = None  # the allocation written to the pod (placed)
+    score: float | None = None  # the chosen node's score (placed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,4 +318,6 @@ def _commit(
         message = success_event(choice.winner, candidates, choice.ranked_ahead)
         context.events.record(ref, NORMAL, FILTERING_SUCCEED, message)
     outcome.node_names = [node]
+    outcome.devices = reserved.devices
+    outcome.score = reserved.choice.winner.score if reserved.choice.winner else None
     return outcome

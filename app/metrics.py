@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from flask import Flask, Response, request
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -31,22 +31,37 @@ from prometheus_flask_exporter import PrometheusMetrics
 from app.state.snapshot import Snapshot
 from app.state.status import ReplicaStatus
 from app.state.usage import UsageView
+from app.telemetry import BuildInfoCollector, ProcessTreeCollector
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 OPENMETRICS_EOF = b"# EOF\n"
 
 FILTER_SECONDS = Histogram(
-    "hami_scheduler_filter_duration_seconds", "Time spent in /filter, by phase", ["phase"], buckets=_BUCKETS
+    "hami_scheduler_filter_duration_seconds", "Time spent answering one /filter", buckets=_BUCKETS
+)
+FILTER_PHASE_SECONDS = Histogram(
+    "hami_scheduler_filter_phase_duration_seconds",
+    "Time spent in each phase of /filter",
+    ["phase"],
+    buckets=_BUCKETS,
 )
 BIND_SECONDS = Histogram(
-    "hami_scheduler_bind_duration_seconds", "Time spent in /bind, by phase", ["phase"], buckets=_BUCKETS
+    "hami_scheduler_bind_duration_seconds", "Time spent answering one /bind", buckets=_BUCKETS
+)
+BIND_PHASE_SECONDS = Histogram(
+    "hami_scheduler_bind_phase_duration_seconds",
+    "Time spent in each phase of /bind",
+    ["phase"],
+    buckets=_BUCKETS,
 )
 WEBHOOK_SECONDS = Histogram(
     "hami_scheduler_webhook_duration_seconds", "Time spent in /webhook", buckets=_BUCKETS
 )
 FILTER_RESULTS = Counter("hami_scheduler_filter_results", "Filter answers by result", ["result"])
 FILTER_DENIALS = Counter("hami_scheduler_filter_denials", "Pods not placed, by main reason", ["reason"])
-BIND_RESULTS = Counter("hami_scheduler_bind_results", "Bind answers by result", ["result"])
+BIND_RESULTS = Counter(
+    "hami_scheduler_bind_results", "Bind answers by result and bounded reason", ["result", "reason"]
+)
 WEBHOOK_RESULTS = Counter("hami_scheduler_webhook_results", "Admission answers by result", ["result"])
 LOCK_CONTENTION = Counter(
     "hami_scheduler_node_lock_contention", "Binds that found the node locked by another pod"
@@ -60,7 +75,9 @@ LOCK_TAKEOVERS = Counter(
 
 OWN_METRICS: tuple[Collector, ...] = (
     FILTER_SECONDS,
+    FILTER_PHASE_SECONDS,
     BIND_SECONDS,
+    BIND_PHASE_SECONDS,
     WEBHOOK_SECONDS,
     FILTER_RESULTS,
     FILTER_DENIALS,
@@ -72,10 +89,11 @@ OWN_METRICS: tuple[Collector, ...] = (
 )
 
 
-def observe_phases(histogram: Histogram, phases: dict[str, float], total: float) -> None:
-    for phase, seconds in phases.items():
-        histogram.labels(phase).observe(seconds)
-    histogram.labels("total").observe(total)
+def observe_phases(total: Histogram, by_phase: Histogram, phases: dict[str, float], seconds: float) -> None:
+    """The request's duration into `total`, each phase's into `by_phase`."""
+    for phase, spent in phases.items():
+        by_phase.labels(phase).observe(spent)
+    total.observe(seconds)
 
 
 class ReplicaCollector(Collector):
@@ -150,16 +168,24 @@ class _Body:
         self._file.close()
 
 
-def exposition_registry(collector: Collector, private: CollectorRegistry) -> CollectorRegistry:
+def process_collectors(multiprocess: bool) -> tuple[Collector, ...]:
+    """hami_build_info, python_info and process_* (app/telemetry.py): under Gunicorn the process metrics
+    are the sums over the master (a worker's parent) and its workers, else this process's own."""
+    root = os.getppid if multiprocess else os.getpid
+    return (BuildInfoCollector(), PlatformCollector(registry=None), ProcessTreeCollector(root))
+
+
+def exposition_registry(collectors: tuple[Collector, ...], private: CollectorRegistry) -> CollectorRegistry:
     """What /metrics exposes before HAMi's gauges. Under Gunicorn (PROMETHEUS_MULTIPROC_DIR) a fresh
-    registry per scrape that reads every worker's files plus the shared-state collector;
-    prometheus_flask_exporter's own multiprocess endpoint builds a registry holding only the files, which
-    silently dropped our state gauges."""
+    registry per scrape that reads every worker's files plus `collectors` (the shared-state and process
+    collectors); prometheus_flask_exporter's own multiprocess endpoint builds a registry holding only the
+    files, which silently dropped our state gauges."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         return private
     registry = CollectorRegistry()
     MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    registry.register(collector)
+    for collector in collectors:
+        registry.register(collector)
     return registry
 
 
@@ -167,12 +193,15 @@ def init_metrics(
     app: Flask, collector: Collector, hami_gauges: Callable[[], BinaryIO | None]
 ) -> PrometheusMetrics:
     """Flask request metrics plus ours on /metrics, multiprocess-aware; then HAMi's gauges, streamed from
-    the file the registration worker renders (`hami_gauges` opens it, None when missing or stale)."""
+    the file the registration worker renders (`hami_gauges` opens it, None when missing or stale).
+    `/metrics?hami_gauges=0` leaves HAMi's gauges out, for a scrape configuration that already takes them
+    from the registration worker's port (the chart's ServiceMonitor)."""
     private = CollectorRegistry()
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        for metric in OWN_METRICS:
+    multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    collectors = (collector, *process_collectors(multiprocess))
+    if not multiprocess:
+        for metric in (*OWN_METRICS, *collectors):
             private.register(metric)
-        private.register(collector)
     # In multiprocess mode the values live in files whatever the registry; `private` only names them.
     metrics = PrometheusMetrics(
         app, path=None, registry=private, group_by="endpoint", excluded_paths=["^/metrics$"]
@@ -181,8 +210,8 @@ def init_metrics(
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        head = encoder(exposition_registry(collector, private))
-        file = hami_gauges()
+        head = encoder(exposition_registry(collectors, private))
+        file = hami_gauges() if request.args.get("hami_gauges", "1") not in ("0", "false") else None
         if file is None:
             return Response(head, status=200, headers={"Content-Type": content_type})
         tail = b""

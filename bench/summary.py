@@ -108,8 +108,8 @@ def service_breakdown(before: Scrape, after: Scrape) -> Obj:
     waits = _delta(before, after, "hami_scheduler_node_lock_wait_seconds_count")
     waited = _delta(before, after, "hami_scheduler_node_lock_wait_seconds_sum")
     return {
-        "filter_phases": phases(before, after, "hami_scheduler_filter_duration_seconds"),
-        "bind_phases": phases(before, after, "hami_scheduler_bind_duration_seconds"),
+        "filter_phases": phases(before, after, "hami_scheduler_filter_phase_duration_seconds"),
+        "bind_phases": phases(before, after, "hami_scheduler_bind_phase_duration_seconds"),
         "lock_contended_binds": int(_delta(before, after, "hami_scheduler_node_lock_contention_total")),
         "lock_wait_mean_ms": round(1000 * waited / waits, 3) if waits else 0.0,
     }

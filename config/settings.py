@@ -21,7 +21,7 @@ import yaml
 from app.core.adoption import HAMI_DEFAULT_SCHEDULER, Counted, parse_names
 from app.core.decision import Policies
 from app.core.nodelock import parse_go_duration
-from app.core.policy import BINPACK, MUTEX, NUMA, SPREAD, TOPOLOGY, policy_names
+from app.core.policy import BINPACK, GPU_POLICIES, NODE_POLICIES, SPREAD, unknown_gpu_policy
 from app.core.vendor import Vendor
 from app.devices import DeviceConfigError, build_vendors
 
@@ -77,6 +77,8 @@ class Settings:
     worker_metrics_bind: str = "0.0.0.0:9395"
     events_enabled: bool = True
     log_level: str = "INFO"
+    decision_log: str = "INFO"  # level of the one-line-per-decision log (app/decisions.py); OFF: none
+    legacy_metrics: bool = False  # HAMi's --legacy-metrics: also render its old gauge names
     webhook_trusted_users: tuple[str, ...] = ()
     inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
@@ -132,20 +134,34 @@ def _duration(env: Mapping[str, str], name: str, default: timedelta) -> timedelt
     return value
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _level(env: Mapping[str, str], name: str, default: str, extra: tuple[str, ...] = ()) -> str:
+    """A log level name, case-insensitive (WARN is WARNING); `extra` adds accepted words such as OFF."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().upper()
+    value = "WARNING" if value == "WARN" else value
+    known = (*LOG_LEVELS, *extra)
+    if value not in known:
+        raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(known)}")
+    return value
+
+
 def _gpu_policy(env: Mapping[str, str]) -> str:
     raw = env.get("HAMI_GPU_SCHEDULER_POLICY") or SPREAD
-    known = (BINPACK, SPREAD, MUTEX, NUMA, TOPOLOGY)
-    unknown = [p for p in policy_names(raw) if p not in known]
-    if unknown:
-        raise SettingsError(
-            f"HAMI_GPU_SCHEDULER_POLICY={raw!r}: unknown policy {unknown[0]!r} (known: {', '.join(known)})"
-        )
+    unknown = unknown_gpu_policy(raw)
+    if unknown is not None:
+        known = ", ".join(GPU_POLICIES)
+        raise SettingsError(f"HAMI_GPU_SCHEDULER_POLICY={raw!r}: unknown policy {unknown!r} (known: {known})")
     return raw
 
 
 def _node_policy(env: Mapping[str, str]) -> str:
     raw = env.get("HAMI_NODE_SCHEDULER_POLICY") or BINPACK
-    if raw not in (BINPACK, SPREAD):
+    if raw not in NODE_POLICIES:
         raise SettingsError(f"HAMI_NODE_SCHEDULER_POLICY={raw!r}: must be binpack or spread")
     return raw
 
@@ -275,7 +291,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         lock_sweep_interval=_duration(env, "HAMI_LOCK_SWEEP_INTERVAL", timedelta(seconds=30)).total_seconds(),
         worker_metrics_bind=env.get("HAMI_WORKER_METRICS_BIND") or "0.0.0.0:9395",
         events_enabled=_bool(env, "HAMI_EVENTS", True),
-        log_level=(env.get("HAMI_LOG_LEVEL") or "INFO").upper(),
+        log_level=_level(env, "HAMI_LOG_LEVEL", "INFO"),
+        decision_log=_level(env, "HAMI_DECISION_LOG", "INFO", ("OFF",)),
+        legacy_metrics=_bool(env, "HAMI_LEGACY_METRICS", False),
         webhook_trusted_users=trusted,
         inflight_ttl=_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds(),
         scheduler_role_label=_bool(

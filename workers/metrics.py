@@ -1,12 +1,18 @@
-"""The worker's own metrics and liveness endpoint (HAMI_WORKER_METRICS_BIND).
+"""The worker's own metrics and liveness endpoint (HAMI_WORKER_METRICS_BIND, HAMi's :9395).
 
 A plain prometheus_client registry on its own port, never the Gunicorn multiprocess directory: that
 directory names files by PID, and this container has its own PID namespace (research/ecosystem.md §1.2).
-A small stdlib HTTP server thread answers `/metrics`, `/healthz` (200 while the work loop makes
-progress, 503 otherwise) and `/metrics/hami`: HAMi's gauges as rendered into the state directory
-(app/state/gauges.py), streamed from the file — the same text the extender appends to its /metrics, for a
-scrape that should not touch Gunicorn at all (503 while the file is missing or stale). It is a separate
-path so that the chart's ServiceMonitor, which scrapes both ports' /metrics, does not ingest them twice.
+A small stdlib HTTP server thread answers:
+
+- `/metrics`: the worker's metrics, `hami_build_info`, process and Python metrics, then HAMi's gauges as
+  rendered into the state directory (app/state/gauges.py), streamed from the file — where HAMi serves them
+  (its --metrics-bind-address, :9395/metrics), so existing scrape configurations and HAMi-WebUI keep
+  working. A missing or stale file leaves them out. `?hami_gauges=0` leaves them out on purpose;
+- `/metrics/hami`: the gauges alone (503 while the file is missing or stale);
+- `/healthz`: 200 while the work loop makes progress, 503 otherwise.
+
+The extender's /metrics carries the same gauges; the chart's ServiceMonitor takes them from this port and
+asks the extender without them, so no series is ingested twice.
 """
 
 from __future__ import annotations
@@ -19,9 +25,20 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import BinaryIO
+from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+
+from app.telemetry import BuildInfoCollector
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +49,10 @@ class WorkerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        r.register(BuildInfoCollector())
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.sweep_seconds = Histogram(
             "hami_worker_registration_sweep_seconds",
             "Duration of one registration pass (decode, health, publish)",
@@ -134,12 +155,14 @@ class MetricsServer:
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    self._answer(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                    query = parse_qs(urlsplit(self.path).query)
+                    wanted = query.get("hami_gauges", ["1"])[-1] not in ("0", "false")
+                    self._stream(generate_latest(registry), hami_gauges() if wanted else None)
                 elif path == "/healthz":
                     ok = healthy()
                     self._answer(200 if ok else 503, b"ok\n" if ok else b"stalled\n", "text/plain")
                 elif path == "/metrics/hami":
-                    self._stream(hami_gauges())
+                    self._gauges_only(hami_gauges())
                 else:
                     self._answer(404, b"not found\n", "text/plain")
 
@@ -150,15 +173,23 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def _stream(self, file: BinaryIO | None) -> None:
+            def _gauges_only(self, file: BinaryIO | None) -> None:
                 if file is None:
                     self._answer(503, b"no current HAMi gauges\n", "text/plain")
+                else:
+                    self._stream(b"", file)
+
+            def _stream(self, head: bytes, file: BinaryIO | None) -> None:
+                """`head`, then the file's bytes (one family set each: the names are disjoint)."""
+                if file is None:
+                    self._answer(200, head, CONTENT_TYPE_PLAIN_0_0_4)
                     return
                 with file:
                     self.send_response(200)
                     self.send_header("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)
-                    self.send_header("Content-Length", str(os.fstat(file.fileno()).st_size))
+                    self.send_header("Content-Length", str(len(head) + os.fstat(file.fileno()).st_size))
                     self.end_headers()
+                    self.wfile.write(head)
                     shutil.copyfileobj(file, self.wfile, 1 << 18)
 
             def log_message(self, format: str, *args: object) -> None:

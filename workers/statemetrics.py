@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prometheus_client import Histogram
 
-from app.state import gauges
+from app.state import gauges, legacygauges
 from app.state.ledger import Ledger
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
@@ -34,11 +34,13 @@ class StateMetrics:
         interval: float,
         current: Callable[[], Snapshot | None],
         render_seconds: Histogram,
+        legacy: bool = False,
     ) -> None:
         self._dir = state_dir
         self._interval = interval
         self._current = current
         self._render_seconds = render_seconds
+        self._legacy = legacygauges.render if legacy else None  # HAMI_LEGACY_METRICS
         self._ledger = Ledger(state_dir)
         self._view = UsageView()
         self._rendered: tuple[int, int, int] | None = None  # (generation, ledger epoch, ledger seq)
@@ -74,7 +76,7 @@ class StateMetrics:
         if key == self._rendered and gauges.touch(self._dir):
             return False
         started = time.perf_counter()
-        gauges.write(self._dir, snapshot, self._view)
+        gauges.write(self._dir, snapshot, self._view, self._legacy)
         self._render_seconds.observe(time.perf_counter() - started)
         self._rendered = key
         return True

@@ -97,6 +97,7 @@ class Worker:
             settings.state_metrics_interval,
             lambda: self.registrar.last,
             self.metrics.state_metrics_seconds,
+            settings.legacy_metrics,
         )
         restart = self._count_restart
         self.nodes = Informer(

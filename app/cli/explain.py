@@ -8,7 +8,9 @@ the service counts them (app/core/adoption.py); ResourceQuotas give limits. The 
 what the filter would write: `{"NodeNames", "FailedNodes", "Error", "Annotations", "Scores"}`, `Reasons`
 (why each node that does not fit does not fit, also when another node fits), `Holders` (the pods counted:
 `Pod`, `Node`, `SchedulerName`, `Adopted`) and `NotCounted` (pods carrying an allocation that holds nothing,
-with the reason).
+with the reason). Text output (the default) is a table: every node's verdict, score and the devices the
+chosen node would give each container, or why a node does not fit; `-o wide` also shows the devices of the
+other fitting nodes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.cli import tables
 from app.cli.common import (
     CliError,
     Cluster,
@@ -29,7 +32,7 @@ from app.cli.common import (
     load_vendors,
 )
 from app.core import adoption, pods, quota, reservations
-from app.core.codec import CodecError, encode_container_devices
+from app.core.codec import CodecError
 from app.core.decision import (
     Decision,
     Policies,
@@ -38,17 +41,40 @@ from app.core.decision import (
     pod_context,
 )
 from app.core.inventory import node_name
+from app.core.model import PodDevices
 from app.core.pods import PodError
+from app.core.policy import BINPACK, GPU_POLICIES, NODE_POLICIES, SPREAD, unknown_gpu_policy
 from app.core.score import format_score
 from app.core.vendor import InvalidRequest, Vendor
+
+EXAMPLE = """examples:
+  kubectl get nodes,pods,resourcequotas -A -o json > cluster.json
+  hami-scheduler explain --cluster cluster.json --pod pod.yaml
+  hami-scheduler explain --cluster cluster.json --pod pod.yaml --gpu-policy binpack --nodes a,b -o wide
+  hami-scheduler explain --cluster cluster.json --pod pod.yaml -o json  # the extender's answer"""
+
+
+def gpu_policy(value: str) -> str:
+    """argparse type: a GPU policy or a comma-separated chain of known ones."""
+    unknown = unknown_gpu_policy(value)
+    if unknown is not None:
+        raise argparse.ArgumentTypeError(f"unknown GPU policy {unknown!r} (known: {', '.join(GPU_POLICIES)})")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", required=True, help="kubectl get nodes,pods,resourcequotas -A -o json")
     parser.add_argument("--pod", required=True, help="the pod to place (JSON or YAML)")
     parser.add_argument("--nodes", help="comma-separated candidate nodes (default: all nodes, in file order)")
-    parser.add_argument("--gpu-policy", default="spread", help="default GPU policy (default: spread)")
-    parser.add_argument("--node-policy", default="binpack", help="default node policy (default: binpack)")
+    parser.add_argument(
+        "--gpu-policy",
+        type=gpu_policy,
+        default=SPREAD,
+        help=f"GPU policy for pods that name none: {', '.join(GPU_POLICIES)}",
+    )
+    parser.add_argument(
+        "--node-policy", choices=NODE_POLICIES, default=BINPACK, help="node policy for pods that name none"
+    )
     parser.add_argument("--device-config", help="HAMi device-config.yaml (default: the chart's defaults)")
     parser.add_argument(
         "--scheduler-name", default=adoption.HAMI_DEFAULT_SCHEDULER, help="our scheduler name (schedulerName)"
@@ -59,7 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated scheduler names whose pods also count (adoptSchedulerNames; default: "
         "hami-scheduler; empty: none)",
     )
-    parser.add_argument("--output", choices=("json", "text"), default="json")
+    parser.add_argument(
+        "--output", "-o", choices=("text", "wide", "json"), default="text", help="output format"
+    )
 
 
 @dataclass(frozen=True)
@@ -188,30 +216,40 @@ def evaluate(args: argparse.Namespace) -> Explanation:
     return replace(explanation, usage=usage, counted=counted)
 
 
-def _text(explanation: Explanation) -> str:
+def container_names(pod: Mapping[str, Any]) -> list[str]:
+    """Init containers first, as in the allocation annotations."""
+    return [pods.container_name(c) for c in (*pods.init_containers(pod), *pods.containers(pod))]
+
+
+def device_lines(devices: PodDevices, names: Sequence[str]) -> list[str]:
+    """`c0: GPU-B (NVIDIA) 2.9Gi 30% cores` per allocated device, containers in pod order."""
+    lines: list[str] = []
+    for vendor, containers in sorted(devices.items()):
+        for index, container in enumerate(containers):
+            name = names[index] if index < len(names) else f"#{index}"
+            lines.extend(f"{name}: {tables.device_text(d, vendor)}" for d in container)
+    return lines
+
+
+def _text(explanation: Explanation, names: Sequence[str], wide: bool) -> str:
     result, decision = explanation.result, explanation.decision
     if result["Error"]:
         return f"error: {result['Error']}"
     if decision is None:
         return "pod requests no managed devices: every candidate node passes"
     winner = decision.winner
-    rows = [("NODE", "VERDICT", "SCORE", "DETAIL")]
+    rows: list[list[str]] = []
     for verdict in reversed(decision.ranked):
-        if winner is not None and verdict.node == winner.node:
-            devices = verdict.devices or {}
-            detail = " | ".join(";".join(encode_container_devices(c) for c in cs) for cs in devices.values())
-            rows.append((verdict.node, "chosen", format_score(verdict.score), detail))
-        else:
-            rows.append((verdict.node, "fits", format_score(verdict.score), ""))
-    rows.extend((node, "no", "", reason) for node, reason in decision.failed.items())
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3] for row in rows
-    ]
-    lines.append("")
-    lines.extend(_usage_lines(explanation))
-    lines.append(f"placed on {winner.node}" if winner else "no node fits this pod")
-    return "\n".join(lines)
+        chosen = winner is not None and verdict.node == winner.node
+        lines: list[str] = device_lines(verdict.devices or {}, names) if (chosen or wide) else []
+        score = format_score(verdict.score)
+        rows.append([verdict.node, "chosen" if chosen else "fits", score, lines[0] if lines else ""])
+        rows.extend(["", "", "", line] for line in lines[1:])
+    rows.extend([node, "no", "", reason] for node, reason in decision.failed.items())
+    out = [tables.table(["NODE", "VERDICT", "SCORE", "DEVICES / REASON"], rows), ""]
+    out.extend(_usage_lines(explanation))
+    out.append(f"placed on {winner.node}" if winner else "no node fits this pod")
+    return "\n".join(out)
 
 
 def _usage_lines(explanation: Explanation) -> list[str]:
@@ -226,4 +264,6 @@ def _usage_lines(explanation: Explanation) -> list[str]:
 
 def run(args: argparse.Namespace) -> str:
     explanation = evaluate(args)
-    return _text(explanation) if args.output == "text" else dump_json(explanation.result)
+    if args.output == "json":
+        return dump_json(explanation.result)
+    return _text(explanation, container_names(load_pod(args.pod)), args.output == "wide")

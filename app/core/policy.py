@@ -33,6 +33,15 @@ class ScoredDevice:
     score: float = 0.0
 
 
+GPU_POLICIES = (BINPACK, SPREAD, MUTEX, NUMA, TOPOLOGY)  # combinable, comma-separated (HAMi's chains)
+NODE_POLICIES = (BINPACK, SPREAD)
+
+
+def unknown_gpu_policy(policy: str) -> str | None:
+    """The first entry of a GPU policy value that names no policy; None when every entry is known."""
+    return next((p for p in policy_names(policy) if p not in GPU_POLICIES), None)
+
+
 def policy_names(policy: str) -> list[str]:
     """The comma-separated entries of a policy value, trimmed."""
     return [part.strip() for part in policy.split(",")]

@@ -1,17 +1,22 @@
-"""GET /debug/state[?node=N]: what this replica's cache believes, read-only (HAMi #2923 asks for this).
+"""GET /debug/state[?node=N|?all=true]: what this replica's cache believes, read-only (HAMi #2923).
 
 Without `node`: counts and the replica status. With `node`: its registered devices, the usage counted on
-each device, the reservations that make it up, and why the node is unusable if it is.
+each device, the reservations that make it up, and why the node is unusable if it is. With `all=true`: the
+status and every node in that form, plus nodes that only reservations name (`hami-scheduler inspect --url`
+reads this).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from flask import Blueprint, Response, request
 
 from app.core.model import DeviceUse
 from app.routes.common import context, json_response
+from app.state.snapshot import Snapshot
+from app.state.usage import UsageView
 
 blueprint = Blueprint("debug", __name__)
 
@@ -23,6 +28,8 @@ def state() -> Response:
     view = ctx.usage
     node = request.args.get("node")
     status = dataclasses.asdict(ctx.status())
+    if request.args.get("all", "").lower() in ("1", "true", "yes"):
+        return json_response(_everything(snapshot, view, status))
     if not node:
         return json_response(
             {
@@ -33,6 +40,22 @@ def state() -> Response:
                 "reservations": len(view.entries),
             }
         )
+    return json_response(_node(snapshot, view, node))
+
+
+def _everything(snapshot: Snapshot | None, view: UsageView, status: dict[str, Any]) -> dict[str, Any]:
+    names = list(snapshot.nodes) if snapshot else []
+    names += sorted(
+        {*(snapshot.broken if snapshot else ()), *(e.node for e in view.entries.values())} - set(names)
+    )
+    return {
+        "status": status,
+        "generation": snapshot.generation if snapshot else None,
+        "nodes": [_node(snapshot, view, name) for name in names],
+    }
+
+
+def _node(snapshot: Snapshot | None, view: UsageView, node: str) -> dict[str, Any]:
     record = snapshot.nodes.get(node) if snapshot else None
     use = view.node_use(node)
     devices = []
@@ -42,7 +65,10 @@ def state() -> Response:
             {
                 "uuid": d.id,
                 "index": d.index,
+                "vendor": d.vendor,
                 "type": d.type,
+                "mode": d.mode,
+                "numa": d.numa,
                 "health": d.health,
                 "cordoned": d.id in record.devices.cordoned if record else False,
                 "count": d.count,
@@ -62,13 +88,11 @@ def state() -> Response:
         for e in view.entries.values()
         if e.node == node
     ]
-    return json_response(
-        {
-            "node": node,
-            "registered": record is not None,
-            "unusable": snapshot.broken.get(node) if snapshot else None,
-            "zone": record.zone if record else None,
-            "devices": devices,
-            "reservations": reservations,
-        }
-    )
+    return {
+        "node": node,
+        "registered": record is not None,
+        "unusable": snapshot.broken.get(node) if snapshot else None,
+        "zone": record.zone if record else None,
+        "devices": devices,
+        "reservations": reservations,
+    }

@@ -12,12 +12,16 @@ import time
 
 from flask import Blueprint, Response
 
-from app.binding import bind_pod
-from app.filtering import filter_pod
+from app import decisions
+from app.binding import BOUND_OK, bind_pod
+from app.core.inventory import node_name
+from app.filtering import FilterOutcome, filter_pod
 from app.metrics import (
+    BIND_PHASE_SECONDS,
     BIND_RESULTS,
     BIND_SECONDS,
     FILTER_DENIALS,
+    FILTER_PHASE_SECONDS,
     FILTER_RESULTS,
     FILTER_SECONDS,
     LOCK_CONTENTION,
@@ -29,7 +33,13 @@ from app.routes.common import BodyError, context, json_body, json_response, text
 from app.routes.wire import BindingArgs, ExtenderArgs, WireError, binding_result, filter_result
 
 logger = logging.getLogger(__name__)
+BAD_REQUEST, INTERNAL = "bad-request", "internal"  # bind reasons decided here (the rest: app.binding)
 blueprint = Blueprint("extender", __name__)
+
+
+def _chosen(outcome: FilterOutcome) -> str:
+    names = outcome.node_names or [node_name(n) for n in outcome.nodes or ()]
+    return names[0] if names else ""
 
 
 @blueprint.post("/filter")
@@ -62,7 +72,22 @@ def filter_route() -> Response:
     FILTER_RESULTS.labels(result).inc()
     if outcome.denial:
         FILTER_DENIALS.labels(outcome.denial).inc()
-    observe_phases(FILTER_SECONDS, {"decode": decoded, **outcome.phases}, time.perf_counter() - started)
+    phases, seconds = {"decode": decoded, **outcome.phases}, time.perf_counter() - started
+    observe_phases(FILTER_SECONDS, FILTER_PHASE_SECONDS, phases, seconds)
+    decisions.filter_decision(
+        ctx.settings.decision_log,
+        args.pod,
+        result=result,
+        candidates=len(args.node_names if args.node_names is not None else args.nodes or ()),
+        node=_chosen(outcome) if result == "placed" else "",
+        score=outcome.score,
+        devices=outcome.devices,
+        reason=outcome.denial,
+        failed=outcome.failed if result == "unschedulable" else None,
+        error=outcome.error,
+        phases=phases,
+        seconds=seconds,
+    )
     return json_response(
         filter_result(
             node_names=outcome.node_names, nodes=outcome.nodes, failed=outcome.failed, error=outcome.error
@@ -79,26 +104,40 @@ def bind_route() -> Response:
     except BodyError as exc:
         if exc.missing:
             return text_response(exc.message, 400)
-        BIND_RESULTS.labels("error").inc()
+        BIND_RESULTS.labels("error", BAD_REQUEST).inc()
         return json_response(binding_result(exc.message))
     except WireError as exc:
-        BIND_RESULTS.labels("error").inc()
+        BIND_RESULTS.labels("error", BAD_REQUEST).inc()
         return json_response(binding_result(str(exc)))
     if not args.pod_name or not args.node:
-        BIND_RESULTS.labels("error").inc()
+        BIND_RESULTS.labels("error", BAD_REQUEST).inc()
         return json_response(binding_result("extender binding args need PodName and Node"))
     try:
         outcome = bind_pod(ctx, args.pod_namespace or "default", args.pod_name, args.pod_uid, args.node)
     except Exception as exc:  # the HTTP contract: never a 5xx
         logger.exception("bind failed unexpectedly")
-        BIND_RESULTS.labels("error").inc()
+        BIND_RESULTS.labels("error", INTERNAL).inc()
         return json_response(binding_result(f"internal error: {type(exc).__name__}: {exc}"))
-    BIND_RESULTS.labels("error" if outcome.error else "bound").inc()
+    BIND_RESULTS.labels("error" if outcome.error else "bound", outcome.reason).inc()
     if outcome.lock_contended:
         LOCK_CONTENTION.inc()
     if "lock" in outcome.phases:
         LOCK_WAIT.observe(outcome.lock_waited)
     if outcome.took_over:
         LOCK_TAKEOVERS.labels(outcome.took_over.split(" ")[0]).inc()
-    observe_phases(BIND_SECONDS, outcome.phases, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    observe_phases(BIND_SECONDS, BIND_PHASE_SECONDS, outcome.phases, seconds)
+    decisions.bind_decision(
+        ctx.settings.decision_log,
+        namespace=args.pod_namespace or "default",
+        name=args.pod_name,
+        uid=args.pod_uid,
+        node=args.node,
+        reason=outcome.reason if outcome.error else BOUND_OK,
+        error=outcome.error,
+        lock_waited=outcome.lock_waited,
+        took_over=outcome.took_over,
+        phases=outcome.phases,
+        seconds=seconds,
+    )
     return json_response(binding_result(outcome.error))

@@ -11,6 +11,7 @@ import time
 
 from flask import Blueprint, Response, request
 
+from app import decisions
 from app.admission import review
 from app.core.review import V1, ReviewError, errored, parse_review, review_response
 from app.metrics import WEBHOOK_RESULTS, WEBHOOK_SECONDS
@@ -45,5 +46,19 @@ def webhook() -> Response:
         logger.exception("admission failed unexpectedly")
         outcome = errored(500, f"internal error: {type(exc).__name__}: {exc}")
     WEBHOOK_RESULTS.labels("allowed" if outcome.allowed else "denied").inc()
-    WEBHOOK_SECONDS.observe(time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    WEBHOOK_SECONDS.observe(seconds)
+    decisions.admission_decision(
+        ctx.settings.decision_log,
+        request_uid=admission.uid,
+        operation=admission.operation,
+        pod=admission.pod,
+        namespace=admission.namespace,
+        allowed=outcome.allowed,
+        code=outcome.code,
+        reason=outcome.reason,
+        message=outcome.message,
+        patched=len(outcome.patch),
+        seconds=seconds,
+    )
     return json_response(review_response(outcome, admission.uid, admission.api_version))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
@@ -56,6 +56,8 @@ FAMILIES = (
     ("hami_node_gpu_mig_instance_info", "Realized MIG instance identity and scheduler placement"),
 )
 NAMES = frozenset(name for name, _ in FAMILIES)
+# Extra families rendered after HAMi's (app/state/legacygauges.render).
+Renderer = Callable[[Snapshot | None, UsageView], Iterator[str]]
 
 
 def escape(value: str) -> str:
@@ -66,23 +68,33 @@ def escape(value: str) -> str:
 
 
 def _family(index: int, lines: Iterable[str]) -> Iterator[str]:
+    yield from family(*FAMILIES[index], lines)
+
+
+def family(name: str, text: str, lines: Iterable[str]) -> Iterator[str]:
     """HELP and TYPE, then the samples in chunks of BATCH lines (never all of a family in memory)."""
-    name, text = FAMILIES[index]
     yield f"# HELP {name} {text}\n# TYPE {name} gauge\n"
     lines = iter(lines)
     while batch := "".join(islice(lines, BATCH)):
         yield batch
 
 
+def device_rows(
+    snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceUse]]
+) -> Iterator[tuple[str, DeviceInfo, DeviceUse]]:
+    """(node, device, its use) for every registered device, in snapshot order."""
+    for record in snapshot.nodes.values() if snapshot else ():
+        node_use = usage.get(record.devices.name, {})
+        for d in record.devices.devices:
+            yield record.devices.name, d, node_use.get(d.id, _UNUSED)
+
+
 def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceUse]]) -> Iterator[str]:
     """The seven per-device families."""
     rows: list[tuple[str, str, DeviceInfo, DeviceUse]] = []  # labels before and after device_cores
-    for record in snapshot.nodes.values() if snapshot else ():
-        node_use = usage.get(record.devices.name, {})
-        node = escape(record.devices.name)
-        for d in record.devices.devices:
-            head = f'node="{node}",device_uuid="{escape(d.id)}",device_index="{d.index}"'
-            rows.append((head, f'device_type="{escape(d.type)}",{ZONE}', d, node_use.get(d.id, _UNUSED)))
+    for name, d, use in device_rows(snapshot, usage):
+        head = f'node="{escape(name)}",device_uuid="{escape(d.id)}",device_index="{d.index}"'
+        rows.append((head, f'device_type="{escape(d.type)}",{ZONE}', d, use))
     yield from _family(
         0, (f"hami_gpu_memory_limit_bytes{{{h},{t}}} {d.devmem * MIB}\n" for h, t, d, _ in rows)
     )
@@ -171,23 +183,31 @@ def _mig_instances(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, D
     yield from _family(11, lines)
 
 
-def render(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
+def render(snapshot: Snapshot | None, view: UsageView, legacy: Renderer | None = None) -> Iterator[str]:
     """The exposition text in chunks: each family's HELP and TYPE, then its samples a batch at a time, so
-    a writer never holds more than one batch of lines (plus the per-device labels shared by 7 families)."""
+    a writer never holds more than one batch of lines (plus the per-device labels shared by 7 families).
+    `legacy` (app/state/legacygauges.render) adds HAMi's old names (--legacy-metrics)."""
     yield from _devices(snapshot, view.nodes)
     yield from _pods(view)
     yield from _quotas(snapshot, view)
     yield from _mig_instances(snapshot, view.nodes)
+    if legacy is not None:
+        yield from legacy(snapshot, view)
 
 
-def write(state_dir: Path, snapshot: Snapshot | None, view: UsageView) -> int:
+def write(
+    state_dir: Path,
+    snapshot: Snapshot | None,
+    view: UsageView,
+    legacy: Renderer | None = None,
+) -> int:
     """Render into the file, atomically (temporary file in the same directory, then rename); its size in
     bytes."""
     temporary = state_dir / f".{GAUGES_FILE}.{os.getpid()}.tmp"
     size = 0
     try:
         with open(temporary, "wb") as out:
-            for chunk in render(snapshot, view):
+            for chunk in render(snapshot, view, legacy):
                 size += out.write(chunk.encode())
         os.replace(temporary, state_dir / GAUGES_FILE)
     except BaseException:

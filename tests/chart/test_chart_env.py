@@ -53,6 +53,7 @@ EXTENDER_ONLY = {
     "HAMI_MAX_BODY_BYTES": "134217728",
     "HAMI_FILTER_SYNC_WAIT": "10s",
     "HAMI_BIND_LOCK_WAIT": "10s",
+    "HAMI_DECISION_LOG": "INFO",
     "HAMI_WEBHOOK_TRUSTED_USERS": (
         "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:kube-system:hami-device-plugin"
     ),
@@ -62,6 +63,7 @@ WORKER_ONLY = {
     "HAMI_REGISTRATION_INTERVAL": "15s",
     "HAMI_INFLIGHT_TTL": "60s",
     "HAMI_SCHEDULER_ROLE_LABEL": "true",
+    "HAMI_LEGACY_METRICS": "false",
     "PROMETHEUS_MULTIPROC_DIR": "/tmp",
 }
 

@@ -23,6 +23,7 @@ ENDPOINT_FIELDS = {
     "tlsConfig",
     "relabelings",
     "honorLabels",
+    "params",
 }
 CERTIFICATE_SPEC = {
     "secretName", "commonName", "dnsNames", "ipAddresses", "duration", "renewBefore", "usages", "privateKey",
@@ -52,6 +53,8 @@ def test_service_monitor_scrapes_both_processes(render: Any) -> None:
         "ca": {"secret": {"name": "hami-scheduler-tls", "key": "ca.crt"}},
     }
     assert (worker["port"], worker["scheme"], worker["path"]) == ("worker-metrics", "http", "/metrics")
+    # HAMi's gauges come from the worker's port only: the extender is asked without them.
+    assert extender["params"] == {"hami_gauges": ["0"]} and "params" not in worker
 
     service = manifests.one("Service", "hami-scheduler-metrics")
     assert service["spec"]["clusterIP"] == "None"

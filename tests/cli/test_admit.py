@@ -16,6 +16,9 @@ PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 
 
 def admit(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command; JSON output unless the test asks for another format."""
+    if "--output" not in args and "-o" not in args:
+        args = (*args, "--output", "json")
     return subprocess.run(
         [sys.executable, "-m", "app.cli", "admit", *args],
         cwd=ROOT,
@@ -87,17 +90,26 @@ spec:
 
 def test_text_output(tmp_path: Path) -> None:
     pod = gpu_pod(annotations={"hami.io/vgpu-node": "forged"})
-    result = admit("--pod", write(tmp_path, "pod.json", pod), "--output", "text")
+    result = admit("--pod", write(tmp_path, "pod.json", pod), "-o", "text")
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert lines[0] == "allowed"
     assert "warning: annotation hami.io/vgpu-node removed: only the GPU scheduler may set it" in lines
-    start = lines.index("patch:")
-    assert sorted(lines[start + 1 :]) == [
-        '  add /spec/containers/0/resources/limits/nvidia.com~1gpucores "100"',
-        "  remove /metadata/annotations/hami.io~1vgpu-node",
-        '  replace /spec/schedulerName "hami-scheduler"',
+    table = lines[lines.index("") + 1 :]
+    assert table[0].split() == ["WHERE", "FIELD", "CHANGE"]
+    assert sorted(" ".join(row.split()) for row in table[1:]) == [
+        'cuda resources.limits[nvidia.com/gpucores] add: "100"',
+        "pod metadata.annotations[hami.io/vgpu-node] remove",
+        'pod spec.schedulerName replace: "hami-scheduler"',
     ]
+
+
+def test_wide_output_adds_the_json_patch(tmp_path: Path) -> None:
+    result = admit("--pod", write(tmp_path, "pod.json", gpu_pod()), "-o", "wide")
+    lines = result.stdout.splitlines()
+    assert lines[lines.index("") + 1].split() == ["WHERE", "FIELD", "CHANGE", "JSON", "PATCH"]
+    assert any(row.endswith('{"op": "replace", "path": "/spec/schedulerName", "value": "hami-scheduler"}')
+               for row in lines)  # fmt: skip
 
 
 def test_text_output_for_a_denial(tmp_path: Path) -> None:
@@ -105,6 +117,21 @@ def test_text_output_for_a_denial(tmp_path: Path) -> None:
     pod["spec"]["nodeName"] = "node-1"
     result = admit("--pod", write(tmp_path, "pod.json", pod), "--output", "text")
     assert result.stdout.splitlines() == ["denied (403 Forbidden)", "message: pod has node assigned"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        pytest.param(
+            ["--scheduler-name", "Not_A_Name"], "'Not_A_Name' is not a valid scheduler name", id="name"
+        ),
+        pytest.param(["--output", "yaml"], "argument --output/-o: invalid choice: 'yaml'", id="output"),
+    ],
+)
+def test_invalid_arguments_are_one_line(tmp_path: Path, args: list[str], fragment: str) -> None:
+    result = admit("--pod", write(tmp_path, "pod.json", gpu_pod()), *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
 
 
 def test_pod_without_containers_gets_hamis_denial(tmp_path: Path) -> None:
@@ -213,4 +240,4 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, files: dict[str, str], 
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1
-    assert result.stderr.startswith("error: ") and fragment in result.stderr
+    assert result.stderr.startswith("hami-scheduler admit: error: ") and fragment in result.stderr

@@ -28,7 +28,7 @@ def explain(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def ok_json(*args: str) -> dict[str, Any]:
-    result = explain(*args)
+    result = explain(*args, "--output", "json")
     assert (result.returncode, result.stderr) == (0, ""), result.stderr
     output: dict[str, Any] = json.loads(result.stdout)
     return output
@@ -147,11 +147,55 @@ def test_fit_text(files: dict[str, str]) -> None:
     result = explain("--cluster", files["cluster"], "--pod", files["pod"], "--output", "text")
     assert (result.returncode, result.stderr) == (0, "")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["NODE", "VERDICT", "SCORE", "DETAIL"]
-    assert lines[1].split()[:3] == ["gpu-node-1", "chosen", "3.22"]
-    assert "GPU-B,NVIDIA,3000,30:" in lines[1]
+    assert lines[0].split() == ["NODE", "VERDICT", "SCORE", "DEVICES", "/", "REASON"]
+    # the chosen node's devices, one line per container and device, instead of the annotation encoding
+    assert " ".join(lines[1].split()) == "gpu-node-1 chosen 3.22 c0: GPU-B (NVIDIA) 2.9Gi 30% cores"
+    assert [" ".join(line.split()) for line in lines[2:4]] == [
+        "c2: GPU-B (NVIDIA) 16Gi",
+        "c2: GPU-A (NVIDIA) 16Gi",
+    ]
     assert any(line.startswith("broken") and "node unregistered: " in line for line in lines)
     assert lines[-1] == "placed on gpu-node-1"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        pytest.param(
+            ["--gpu-policy", "fastest"],
+            "argument --gpu-policy: unknown GPU policy 'fastest' "
+            "(known: binpack, spread, mutex, numa, topology-aware)",
+            id="gpu-policy",
+        ),
+        pytest.param(["--gpu-policy", "binpack,nope"], "unknown GPU policy 'nope'", id="gpu-policy-chain"),
+        pytest.param(
+            ["--node-policy", "random"], "argument --node-policy: invalid choice: 'random'", id="node"
+        ),
+    ],
+)
+def test_invalid_policies_are_one_line(files: dict[str, str], args: list[str], fragment: str) -> None:
+    result = explain("--cluster", files["cluster"], "--pod", files["pod"], *args)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert result.stderr.startswith("hami-scheduler explain: error: ")
+
+
+def test_policy_chains_are_accepted(files: dict[str, str]) -> None:
+    output = ok_json("--cluster", files["cluster"], "--pod", files["pod"], "--gpu-policy", "binpack,numa")
+    assert output["NodeNames"] == ["gpu-node-1"]
+
+
+def test_wide_shows_the_devices_of_every_fitting_node(tmp_path: Path) -> None:
+    other = k8s_node("gpu-node-2", {"hami.io/node-nvidia-register": register(("GPU-C", 0))})
+    the_cluster = write(tmp_path, "c.json", cluster(GPU_NODE, other, EXISTING))
+    the_pod = write(
+        tmp_path, "p.json", gpu_pod(limits("a", **{"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100}))
+    )
+    wide = explain("--cluster", the_cluster, "--pod", the_pod, "-o", "wide").stdout.splitlines()
+    assert any(" ".join(line.split()).startswith("gpu-node-2 fits") and "a: GPU-C (NVIDIA) 100Mi" in line
+               for line in wide)  # fmt: skip
+    text = explain("--cluster", the_cluster, "--pod", the_pod).stdout  # text: only the chosen node's devices
+    assert "gpu-node-2" in text and "GPU-C" not in text
 
 
 def test_no_fit(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ were placed.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -119,16 +121,18 @@ def test_counters_and_histograms_sum_over_workers(traffic: Any) -> None:
         assert total(samples, "hami_scheduler_filter_results_total") == sent["filter"]
         assert total(samples, "hami_scheduler_filter_results_total", result="unschedulable") == UNSCHEDULABLE
         assert total(samples, "hami_scheduler_filter_results_total", result="error") == BAD
-        filter_count = "hami_scheduler_filter_duration_seconds_count"
-        assert total(samples, filter_count, phase="total") == sent["filter_observed"]
+        assert total(samples, "hami_scheduler_filter_duration_seconds_count") == sent["filter_observed"]
+        filter_count = "hami_scheduler_filter_phase_duration_seconds_count"
         for phase in ("decode", "prepare", "fit", "assume", "patch"):
             assert total(samples, filter_count, phase=phase) >= 1, phase
         assert total(samples, filter_count, phase="assume") == PLACED
 
         assert total(samples, "hami_scheduler_bind_results_total") == sent["bind"]
-        assert total(samples, "hami_scheduler_bind_results_total", result="bound") == BOUND
-        bind_count = "hami_scheduler_bind_duration_seconds_count"
-        assert total(samples, bind_count, phase="total") == sent["bind"]
+        assert total(samples, "hami_scheduler_bind_results_total", result="bound", reason="ok") == BOUND
+        refused = total(samples, "hami_scheduler_bind_results_total", reason="not-filtered-here")
+        assert refused == 1
+        assert total(samples, "hami_scheduler_bind_duration_seconds_count") == sent["bind"]
+        bind_count = "hami_scheduler_bind_phase_duration_seconds_count"
         assert total(samples, bind_count, phase="pod_lookup") == BOUND + 1  # the refused bind got that far
         for phase in ("lock", "patch", "binding"):
             assert total(samples, bind_count, phase=phase) == BOUND, phase
@@ -167,3 +171,64 @@ def test_hami_gauges_describe_the_placed_pods(traffic: Any, wait_for: Any) -> No
     assert total(samples, "hami_scheduler_ledger_reservations") == PLACED
     assert total(samples, "hami_scheduler_nodes_registered") == 1
     assert total(samples, "hami_scheduler_leader") == 1 and total(samples, "hami_scheduler_synced") == 1
+
+
+def _start_time(pid: int) -> float:
+    """A process's start time in seconds since the epoch, from /proc (as prometheus_client computes it)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    ticks = int(stat[stat.rfind(")") + 2 :].split()[19])
+    boot = next(
+        float(line.split()[1])
+        for line in Path("/proc/stat").read_text().splitlines()
+        if line.startswith("btime")
+    )
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _rss(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_build_info_and_process_metrics_of_the_whole_gunicorn_tree(traffic: Any) -> None:
+    service, _, _ = traffic
+    samples = scrape(service)
+    ((labels, value),) = samples["hami_build_info"].items()
+    assert value == 1 and {"version", "revision", "build_date", "python_version", "platform"} <= set(
+        dict(labels)
+    )
+    master = service.process.pid
+    # Any worker answers; the numbers are the master's and its workers' together, not one process's.
+    assert total(samples, "process_start_time_seconds") == pytest.approx(_start_time(master), abs=0.02)
+    assert total(samples, "process_resident_memory_bytes") > 1.5 * _rss(master)
+    assert total(samples, "process_cpu_seconds_total") > 0 and total(samples, "process_open_fds") > 0
+    assert "python_info" in samples
+
+
+def test_worker_port_serves_hami_gauges_where_hami_does(traffic: Any, wait_for: Any) -> None:
+    service, _, placed = traffic
+    assert service.worker is not None, "this module runs the real registration worker"
+    url = f"http://{service.worker_env['HAMI_WORKER_METRICS_BIND']}/metrics"
+
+    def worker_scrape(query: str = "") -> str | None:
+        reply = service.http.request("GET", url + query, headers=CLOSE)
+        assert reply.status == 200 and reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return str(reply.data.decode())
+
+    def current() -> str | None:
+        text = worker_scrape()
+        return text if text and f'pod="{placed[-1]}"' in text else None
+
+    text = wait_for(current, 15, "the worker's /metrics to carry HAMi's gauges")
+    names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(names) == len(set(names)), "a family appears twice"
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert {"hami_gpu_memory_limit_bytes", "hami_vgpu_memory_allocated_bytes", "hami_build_info"} <= set(
+        families
+    )
+    assert {"hami_worker_leader", "process_resident_memory_bytes", "python_gc_objects_collected"} <= set(
+        families
+    )
+    without = worker_scrape("?hami_gauges=0") or ""
+    assert "hami_worker_leader" in without and "hami_gpu_memory_limit_bytes" not in without
+    reply = service.http.request("GET", f"{service.url}/metrics?hami_gauges=0", headers=CLOSE)
+    assert b"hami_scheduler_leader" in reply.data and b"hami_gpu_memory_limit_bytes" not in reply.data

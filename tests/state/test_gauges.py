@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from core_builders import gpu, node
+from gauge_builders import CORES, MEM, samples, state
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,13 +19,10 @@ from prometheus_client.registry import Collector
 
 from app.core.model import DeviceUse
 from app.state import gauges
-from app.state.ledger import Entry
-from app.state.snapshot import NodeRecord, Snapshot
+from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
 MIB = 1024 * 1024
-MEM, CORES = "nvidia.com/gpumem", "nvidia.com/gpucores"
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 class Reference(Collector):
@@ -101,42 +98,6 @@ def reference_text(snapshot: Snapshot | None, view: UsageView) -> str:
     registry = CollectorRegistry()
     registry.register(Reference(snapshot, view))
     return generate_latest(registry).decode()
-
-
-def samples(text: str) -> Samples:
-    found: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
-            assert key not in found, f"duplicate sample {key}"
-            found[key] = sample.value
-    return found
-
-
-def state(
-    node_name: str = "n1", device_type: str = "NVIDIA A100", namespace: str = "team"
-) -> tuple[Snapshot, UsageView]:
-    """Two nodes (one device without memory: no ratio sample), reservations in two namespaces, a quota
-    limit that is used, one that is not, and a namespace that uses without a limit."""
-    nodes = {
-        node_name: NodeRecord(node(node_name, gpu("GPU-1", 0, type=device_type), gpu("GPU-2", 1, mem=0)), 1),
-        "n2": NodeRecord(node("n2", gpu("GPU-3", 0, mem=81920)), 1),
-    }
-    limits = {namespace: {"nvidia.com/gpumem": 50000}, "idle": {"nvidia.com/gpucores": 10}}
-    two = {"GPU-1": DeviceUse(1, 3000, 0), "GPU-2": DeviceUse(1, 0, 5)}
-    view = UsageView()
-    view.load(
-        [
-            Entry(
-                "a", namespace, "pod-a", node_name, "bound", {"GPU-1": DeviceUse(1, 1000, 10)}, {MEM: 1000}
-            ),
-            Entry("b", namespace, "pod-b", node_name, "assumed", two, {MEM: 3000, CORES: 5}),
-            Entry(
-                "c", "other", "pod-c", "n2", "confirmed", {"GPU-3": DeviceUse(1, 81920, 100)}, {MEM: 81920}
-            ),
-        ]
-    )
-    return Snapshot(3, nodes, {"bad": "corrupt"}, limits, 1.0), view
 
 
 def rendered(snapshot: Snapshot | None, view: UsageView) -> str:
@@ -235,7 +196,7 @@ def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     assert samples((tmp_path / gauges.GAUGES_FILE).read_text(encoding="utf-8")) == {}
 
 
-def test_a_failed_render_keeps_the_published_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_render_keeps_the_published_file(tmp_path: Path) -> None:
     gauges.write(tmp_path, *state())
     published = (tmp_path / gauges.GAUGES_FILE).read_bytes()
 
@@ -243,9 +204,8 @@ def test_a_failed_render_keeps_the_published_file(tmp_path: Path, monkeypatch: p
         yield "# HELP half written\n"
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(gauges, "render", broken)
     with pytest.raises(RuntimeError):
-        gauges.write(tmp_path, None, UsageView())
+        gauges.write(tmp_path, None, UsageView(), broken)  # fails after the first families were written
     assert sorted(p.name for p in tmp_path.iterdir()) == [gauges.GAUGES_FILE]
     assert (tmp_path / gauges.GAUGES_FILE).read_bytes() == published
 

@@ -1,0 +1,200 @@
+"""Where `inspect` reads the cluster from: a live API server, a `kubectl get -o json` dump, or a replica.
+
+- live (default): KUBECONFIG / ~/.kube/config / the in-cluster service account, read-only (list nodes,
+  pods and resource quotas, nothing else; the chart's ClusterRole allows exactly that);
+- `--cluster FILE`: what `kubectl get nodes,pods,resourcequotas -A -o json` printed;
+- `--url URL`: a replica's `GET /debug/state?all=true` — what that replica's cache and ledger believe
+  (assumed and confirmed reservations included), without node locks or cordons (not in its cache).
+
+The first two decode nodes and pods with the same core functions the scheduler uses
+(`app.core.inventory.decode_node`, `app.core.reservations.reservation_from_pod`, for every vendor), so
+the view shows the allocations the scheduler counts. Pods of any scheduler that carry an allocation count,
+as they do for the ledger's adoption (their schedulerName is shown). A pod whose allocation does not
+decode is left out and named in `problems`.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.cli.common import CliError, load_cluster
+from app.core import pods
+from app.core.allocation import Holding, NodeFacts
+from app.core.codec import CodecError
+from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
+from app.core.model import DeviceInfo, DeviceUse, NodeDevices
+from app.core.nodelock import BIND_PHASE, LOCK_ANNOTATION
+from app.core.reservations import reservation_from_pod
+from app.core.vendor import Vendor
+
+LOCK_KEYS = (LOCK_ANNOTATION,)
+
+
+@dataclass
+class Loaded:
+    nodes: list[NodeFacts] = field(default_factory=list)
+    holdings: list[Holding] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+def from_objects(
+    nodes: Sequence[Mapping[str, Any]], pod_list: Sequence[Mapping[str, Any]], vendors: Sequence[Vendor]
+) -> Loaded:
+    loaded = Loaded()
+    for node in nodes:
+        name = node_name(node)
+        annotations = node_annotations(node)
+        spec = node.get("spec")
+        cordoned = bool(spec.get("unschedulable")) if isinstance(spec, Mapping) else False
+        locks = {key: annotations[key] for key in LOCK_KEYS if key in annotations}
+        try:
+            devices: NodeDevices | None = decode_node(node, vendors)
+            unusable = ""
+        except NodeUnregistered as exc:
+            if str(exc) == "no device registration" and not locks:
+                continue  # not a device node
+            devices, unusable = None, str(exc)
+        loaded.nodes.append(NodeFacts(name, devices, unusable, cordoned, locks))
+    for pod in pod_list:
+        try:
+            reservation = reservation_from_pod(pod, vendors)
+        except (CodecError, pods.PodError) as exc:
+            loaded.problems.append(f"pod {_who(pod)}: allocation does not decode: {exc}")
+            continue
+        if reservation is None:
+            continue
+        spec = pod.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        phase = pods.annotations_of(pod).get(BIND_PHASE, "")
+        state = "bound" if spec.get("nodeName") else "reserved"
+        if state == "bound" and phase == "allocating":
+            state = "allocating"
+        loaded.holdings.append(
+            Holding(
+                reservation.uid,
+                reservation.namespace,
+                reservation.name,
+                reservation.node,
+                reservation.uses,
+                state,
+                str(spec.get("schedulerName") or ""),
+            )
+        )
+    return loaded
+
+
+def _who(pod: Mapping[str, Any]) -> str:
+    try:
+        return f"{pods.namespace(pod)}/{pods.name(pod)}"
+    except pods.PodError:
+        return "<unnamed>"
+
+
+def from_dump(path: str, vendors: Sequence[Vendor]) -> Loaded:
+    cluster = load_cluster(path)
+    if not cluster.nodes and not cluster.pods:
+        raise CliError(
+            f"{path}: no nodes and no pods (expected kubectl get nodes,pods,resourcequotas -A -o json)"
+        )
+    loaded = from_objects(cluster.nodes, cluster.pods, vendors)
+    loaded.source = f"dump {path}"
+    return loaded
+
+
+def from_cluster(kubeconfig: str, vendors: Sequence[Vendor]) -> Loaded:
+    # Imported here: building the client is only needed for this source, and it is the slowest import.
+    from app.k8s.client import connect
+    from app.k8s.errors import ApiError
+    from app.k8s.watching import Target, list_objects
+
+    try:
+        kube = connect(kubeconfig)
+    except Exception as exc:
+        raise CliError(f"cannot build a Kubernetes client: {exc}") from None
+    try:
+        nodes, _ = list_objects(kube, Target("nodes"), dict)
+        pod_list, _ = list_objects(kube, Target("pods"), dict)
+    except ApiError as exc:
+        raise CliError(f"cannot list nodes and pods: {exc.message}") from None
+    finally:
+        kube.close()
+    loaded = from_objects(nodes, pod_list, vendors)
+    loaded.source = f"cluster {kube.api.configuration.host}"
+    return loaded
+
+
+def _context(ca_file: str | None, insecure: bool, cert: str | None, key: str | None) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+        if insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if cert:
+            context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise CliError(f"TLS settings: {exc}") from None
+    return context
+
+
+def fetch_state(
+    url: str,
+    *,
+    ca_file: str | None = None,
+    insecure: bool = False,
+    cert: str | None = None,
+    key: str | None = None,
+    timeout: float = 30.0,
+) -> Any:
+    """GET <url>/debug/state?all=true as JSON."""
+    target = url.rstrip("/") + "/debug/state?all=true"
+    context = _context(ca_file, insecure, cert, key) if target.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(target, timeout=timeout, context=context) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        raise CliError(f"{target}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise CliError(f"{target}: {reason}") from None
+    except ValueError:
+        raise CliError(f"{target}: the answer is not JSON") from None
+
+
+def _use(raw: Any) -> DeviceUse:
+    raw = raw if isinstance(raw, Mapping) else {}
+    return DeviceUse(int(raw.get("slots", 0)), int(raw.get("mem", 0)), int(raw.get("cores", 0)))
+
+
+def from_state(state: Any, url: str) -> Loaded:
+    """The replica's view (`app/routes/debug.py`, `all=true`) as nodes and holdings."""
+    if not isinstance(state, Mapping) or not isinstance(state.get("nodes"), list):
+        raise CliError(f"{url}: not a /debug/state?all=true answer (an older replica?)")
+    loaded = Loaded(source=f"replica {url}")
+    try:
+        for node in state["nodes"]:
+            name = str(node["node"])
+            devices = tuple(
+                DeviceInfo(
+                    str(d["uuid"]), int(d["index"]), int(d["count"]), int(d["memory"]), int(d["cores"]),
+                    str(d.get("type", "")), int(d.get("numa", 0)), str(d.get("mode", "")), bool(d["health"]),
+                    str(d.get("vendor", "")),
+                )
+                for d in node["devices"]
+            )  # fmt: skip
+            cordoned = frozenset(str(d["uuid"]) for d in node["devices"] if d.get("cordoned"))
+            registered = NodeDevices(name, devices, cordoned) if node.get("registered") else None
+            loaded.nodes.append(NodeFacts(name, registered, str(node.get("unusable") or "")))
+            for r in node["reservations"]:
+                namespace, _, pod = str(r["pod"]).partition("/")
+                uses = {str(uuid): _use(use) for uuid, use in (r.get("devices") or {}).items()}
+                loaded.holdings.append(Holding(str(r["uid"]), namespace, pod, name, uses, str(r["state"])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(f"{url}: unexpected /debug/state content ({type(exc).__name__}: {exc})") from None
+    return loaded
