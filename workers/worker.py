@@ -40,7 +40,7 @@ from workers import roles, shapes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.locksweep import sweep_locks
-from workers.metrics import MetricsServer, WorkerMetrics
+from workers.metrics import LockAges, MetricsServer, WorkerMetrics
 from workers.podwatch import PodWatch
 from workers.reconcile import Reconciler, Rules
 from workers.registration import Pass, Registrar, Stamp
@@ -124,6 +124,7 @@ class Worker:
             on_restart=restart,
         )
         self.informers = [self.nodes, *self.pods.informers, self.quotas]
+        self.metrics.registry.register(LockAges(self.nodes.items, clock))
         self.elector = self._elector()
         leader = settings.leader
         self.status = StatusLoop(

@@ -45,7 +45,8 @@ def webhook() -> Response:
     except Exception as exc:  # never a 5xx, never a hang: answer and log
         logger.exception("admission failed unexpectedly")
         outcome = errored(500, f"internal error: {type(exc).__name__}: {exc}")
-    WEBHOOK_RESULTS.labels("allowed" if outcome.allowed else "denied").inc()
+    result = "allowed" if outcome.allowed else "error" if outcome.code >= 500 else "denied"
+    WEBHOOK_RESULTS.labels(result).inc()
     seconds = time.perf_counter() - started
     WEBHOOK_SECONDS.observe(seconds)
     decisions.admission_decision(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 
 def webhook(manifests: Any) -> dict[str, Any]:
@@ -23,7 +25,7 @@ def test_fixed_fields(render: Any, value_set: str) -> None:
     assert hook["reinvocationPolicy"] == "Never"
     assert hook["matchPolicy"] == "Equivalent"
     assert 1 <= hook["timeoutSeconds"] <= 5
-    assert hook["clientConfig"]["service"]["path"] == "/webhook"
+    assert hook["clientConfig"]["service"]["path"] == "/webhook"  # customURL is off by default
 
 
 @pytest.mark.parametrize(
@@ -165,3 +167,47 @@ def test_webhook_disabled(render: Any) -> None:
     manifests = render("default", {"webhook.enabled": False})
     assert not manifests.has("MutatingWebhookConfiguration")
     assert not manifests.has("Service", "hami-scheduler-webhook")
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "url"),
+    [
+        pytest.param("10.0.0.7", 31998, "https://10.0.0.7:31998/webhook", id="ip"),
+        pytest.param("hami.gpu.example.com", 443, "https://hami.gpu.example.com:443/webhook", id="name"),
+        pytest.param("fd00::7", 8443, "https://[fd00::7]:8443/webhook", id="ipv6"),
+    ],
+)
+def test_custom_url_replaces_the_service(render: Any, host: str, port: int, url: str) -> None:
+    """HAMi's admissionWebhook.customURL: managed control planes that cannot reach Services."""
+    custom = {"enabled": True, "host": host, "port": port, "path": "/webhook"}
+    hook = webhook(render("default", {"webhook.customURL": custom}))
+    assert set(hook["clientConfig"]) == {"url", "caBundle"}
+    assert hook["clientConfig"]["url"] == url
+
+
+def test_custom_url_host_is_in_the_certificate(render: Any) -> None:
+    custom = {"enabled": True, "host": "hami.gpu.example.com", "port": 443, "path": "/webhook"}
+    serving = render("crds", {"webhook.customURL": custom}).one("Certificate", "hami-scheduler-serving")
+    assert "hami.gpu.example.com" in serving["spec"]["dnsNames"]
+    custom["host"] = "10.0.0.7"
+    serving = render("crds", {"webhook.customURL": custom}).one("Certificate", "hami-scheduler-serving")
+    assert serving["spec"]["ipAddresses"] == ["127.0.0.1", "10.0.0.7"]
+
+
+def test_namespace_selector_can_be_left_to_the_platform(render: Any) -> None:
+    """HAMi's manageNamespaceSelector: false for AKS's Admissions Enforcer, which rewrites the field."""
+    hook = webhook(render("default", {"webhook.manageNamespaceSelector": False}))
+    assert "namespaceSelector" not in hook
+    assert hook["rules"] and hook["failurePolicy"] == "Fail"
+    assert "namespaceSelector" in webhook(render("default"))
+
+
+def test_custom_url_address_is_in_the_generated_certificate(render: Any) -> None:
+    custom = {"enabled": True, "host": "10.0.0.7", "port": 31998, "path": "/webhook"}
+    secret = render("default", {"webhook.customURL": custom}).one("Secret", "hami-scheduler-tls")
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1", "10.0.0.7"]
+    assert secret["metadata"]["annotations"]["hami.io/tls-sans"].endswith(
+        ",10.0.0.7"
+    )  # a change re-issues it

@@ -70,7 +70,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s.%s.svc" (include "hami-scheduler.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
-{{/* DNS names the serving certificate must carry (both Services, short and long forms). */}}
+{{/* DNS names the serving certificate must carry (the Services, short and long forms, and the webhook's
+     customURL host when it is a name). */}}
 {{- define "hami-scheduler.tlsDnsNames" -}}
 {{- $ns := .Release.Namespace -}}
 {{- range $svc := list (include "hami-scheduler.fullname" .) (include "hami-scheduler.webhookServiceName" .) (include "hami-scheduler.metricsServiceName" .) }}
@@ -78,6 +79,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - {{ printf "%s.%s" $svc $ns }}
 - {{ printf "%s.%s.svc" $svc $ns }}
 - {{ printf "%s.%s.svc.cluster.local" $svc $ns }}
+{{- end }}
+{{- $custom := .Values.webhook.customURL }}
+{{- if and $custom.enabled (not (regexMatch "^[0-9.]+$|:" $custom.host)) }}
+- {{ $custom.host }}
+{{- end }}
+{{- end -}}
+
+{{/* IP addresses the serving certificate must carry: loopback, and the webhook's customURL host when it is
+     an address. */}}
+{{- define "hami-scheduler.tlsIPs" -}}
+- 127.0.0.1
+{{- $custom := .Values.webhook.customURL }}
+{{- if and $custom.enabled (regexMatch "^[0-9.]+$|:" $custom.host) (ne $custom.host "127.0.0.1") }}
+- {{ $custom.host }}
 {{- end }}
 {{- end -}}
 
@@ -251,7 +266,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "hami-scheduler.generatedTLS" -}}
 {{- if not (hasKey .Values "__generatedTLS") -}}
 {{- $dnsNames := include "hami-scheduler.tlsDnsNames" . | fromYamlArray -}}
-{{- $sans := join "," $dnsNames -}}
+{{- $ips := include "hami-scheduler.tlsIPs" . | fromYamlArray -}}
+{{- $sans := join "," (concat $dnsNames (without $ips "127.0.0.1")) -}}
 {{- $now := now | unixEpoch | int64 -}}
 {{- $renewBefore := mul (int .Values.tls.generated.renewBeforeDays) 86400 -}}
 {{- $existing := lookup "v1" "Secret" .Release.Namespace (include "hami-scheduler.tlsSecretName" .) -}}
@@ -267,7 +283,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not $material -}}
 {{- $days := int .Values.tls.generated.validityDays -}}
 {{- $ca := genCA (printf "%s-ca" (include "hami-scheduler.fullname" .)) $days -}}
-{{- $cert := genSignedCert (include "hami-scheduler.serviceHost" .) (list "127.0.0.1") $dnsNames $days $ca -}}
+{{- $cert := genSignedCert (include "hami-scheduler.serviceHost" .) $ips $dnsNames $days $ca -}}
 {{- $material = dict "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) "ca" ($ca.Cert | b64enc) "notAfter" (toString (add $now (mul $days 86400))) -}}
 {{- end -}}
 {{- $_ := set $material "sans" $sans -}}
