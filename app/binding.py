@@ -54,6 +54,7 @@ BOUND_OK = "ok"
 NOT_LEADER = "not-leader"
 POD_LOOKUP = "pod-lookup"
 POD_RECREATED = "pod-recreated"
+NOT_OURS = "adopted-pod"  # a pod of an adopted scheduler name: counted, never bound by us
 INVALID_REQUEST = "invalid-request"
 NOT_FILTERED = "not-filtered-here"
 NODE_LOOKUP = "node-lookup"
@@ -197,7 +198,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         ref = PodRef(namespace, name, pods.uid(pod))
         refused = adoption.refusal(context.settings.counted, pod)
         if refused:
-            raise _Failed(refused, event="", compensate=False)  # keep its counted row; write nothing
+            raise _Failed(
+                refused, NOT_OURS, event="", compensate=False
+            )  # keep its counted row; write nothing
         try:
             requests = pods.pod_requests(pod, context.settings.vendors)
         except (InvalidRequest, pods.PodError) as exc:
