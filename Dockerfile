@@ -8,18 +8,25 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
-# --- builder: runtime dependencies only (pyproject.toml [project].dependencies, no dev extras) -------------------
+# --- builder: the locked runtime dependencies (requirements/runtime.txt, hashes checked), then the project ----
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-COPY pyproject.toml ./
-# The dependency list is read from pyproject.toml, so the image and `pip install -e .` never drift apart; the
-# project itself is not installed (the code runs from /app, see below).
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; open('requirements.txt', 'w').write(chr(10).join(deps) + chr(10))" \
-    && python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir --requirement requirements.txt
+COPY requirements/runtime.txt requirements/build.txt ./requirements/
+# Exactly the versions and hashes `make lock` recorded; --no-deps so nothing unlocked is resolved.
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps \
+        --requirement requirements/build.txt --requirement requirements/runtime.txt
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY workers ./workers
+COPY config ./config
+# The project itself, for the `hami-scheduler` console script (docs/cli.md); the services run from /app. The
+# locked setuptools builds it and is removed afterwards.
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation /src \
+    && /opt/venv/bin/pip uninstall --yes setuptools
 
 # --- runtime --------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -39,8 +46,11 @@ RUN groupadd --system --gid 10001 hami \
     && useradd --system --no-log-init --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin hami
 
 # PROMETHEUS_MULTIPROC_DIR is Gunicorn's aggregated metrics directory (created by config/gunicorn.conf.py);
-# the Helm chart points the registration worker at its own /tmp instead.
+# the Helm chart points the registration worker at its own /tmp instead. HAMI_BUILD_* label hami_build_info.
 ENV PATH=/opt/venv/bin:$PATH \
+    HAMI_BUILD_VERSION=${VERSION} \
+    HAMI_BUILD_REVISION=${REVISION} \
+    HAMI_BUILD_DATE=${CREATED} \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HAMI_STATE_DIR=/var/run/hami \

@@ -9,15 +9,32 @@ TOOLS ?= .tools
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(TOOLS))/bin:$(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard clean
+.PHONY: setup lock tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Dependencies come from the hash-locked files in requirements/ (`make lock` regenerates them from
+# pyproject.toml with pip-tools); --no-deps: nothing unlocked gets in. The project itself is then installed
+# editable with the locked build backend (no build isolation, so no unpinned setuptools is fetched).
+$(STAMP): pyproject.toml requirements/dev.txt requirements/build.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/build.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# Regenerate the lock files (runtime for the image, dev for `make setup`, build for the build backend) after a
+# change of pyproject.toml's dependencies. pip-tools runs from its own venv under $(TOOLS).
+LOCK_PY := $(TOOLS)/lock-venv/bin/python
+PIP_TOOLS := pip-tools==7.6.2
+COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(TOOLS)/lock-venv/bin/pip-compile --quiet --generate-hashes \
+	--allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url
+lock:
+	[ -x $(LOCK_PY) ] || $(PYTHON) -m venv $(TOOLS)/lock-venv
+	$(LOCK_PY) -m pip install --quiet "$(PIP_TOOLS)"
+	$(COMPILE) --upgrade -o requirements/runtime.txt pyproject.toml
+	$(COMPILE) --upgrade --extra dev -o requirements/dev.txt pyproject.toml
+	$(COMPILE) --upgrade -o requirements/build.txt requirements/build.in
 
 tools: $(TOOLS)/bin/kubectl $(TOOLS)/bin/promql-check
 

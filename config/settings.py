@@ -70,6 +70,7 @@ class Settings:
     http: HttpSettings = field(default_factory=HttpSettings)
     pod_name: str = ""
     pod_namespace: str = ""
+    node_name: str = ""  # NODE_NAME (downward API spec.nodeName): the worker hands over when it is cordoned
     kubeconfig: str = ""
     registration_interval: float = 15.0
     state_metrics_interval: float = 10.0  # seconds between renders of HAMi's gauges (app/state/gauges.py)
@@ -285,6 +286,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         http=_http(env),
         pod_name=env.get("POD_NAME", ""),
         pod_namespace=env.get("POD_NAMESPACE", ""),
+        node_name=env.get("NODE_NAME", ""),
         kubeconfig=env.get("KUBECONFIG", ""),
         registration_interval=interval,
         state_metrics_interval=state_metrics,

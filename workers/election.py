@@ -71,10 +71,17 @@ class Elector(Protocol):
 
     def leadership(self, now: float) -> Leadership: ...
 
+    def step_down(self, hold_off: float) -> bool:
+        """Hand leadership over on purpose; False when this mode cannot (it follows someone else's Lease)."""
+        ...
+
 
 class AlwaysLeader:
     def __init__(self, identity: str) -> None:
         self._identity = identity
+
+    def step_down(self, hold_off: float) -> bool:
+        return False  # the only replica: nobody to hand over to
 
     def start(self) -> None:
         """Nothing to run."""
@@ -102,6 +109,9 @@ class FollowLease:
     def leadership(self, now: float) -> Leadership:
         return follow_verdict(self._lease(), self._identity, now)
 
+    def step_down(self, hold_off: float) -> bool:
+        return False  # kube-scheduler holds the Lease; it releases it when this pod stops
+
 
 class AcquireLease:
     def __init__(self, kube: Kube, settings: LeaderSettings, on_change: Callable[[], None]) -> None:
@@ -120,6 +130,10 @@ class AcquireLease:
 
     def stop(self, timeout: float) -> None:
         self._elector.stop(timeout)
+
+    def step_down(self, hold_off: float) -> bool:
+        self._elector.step_down(hold_off)
+        return True
 
     def leadership(self, now: float) -> Leadership:
         state = self._elector.state()

@@ -125,6 +125,11 @@ class WorkerMetrics:
         self.rebuilds = Counter(
             "hami_worker_ledger_rebuilds", "Ledger rebuilds from a fresh pod list", registry=r
         )
+        self.handovers = Counter(
+            "hami_worker_handovers",
+            "Hand-overs of leadership because this replica's node was cordoned (drain)",
+            registry=r,
+        )
         self.state_metrics_seconds = Histogram(
             "hami_worker_state_metrics_render_seconds",
             "Duration of one rendering of HAMi's gauges into the state directory",

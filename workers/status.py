@@ -67,6 +67,7 @@ class StatusLoop:
         self._on_promoted = on_promoted
         self._lock = threading.Lock()
         self._state = ReplicaState(Leadership(False), alive_at=clock())
+        self._draining = ""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status", daemon=True)
@@ -96,6 +97,14 @@ class StatusLoop:
     def published(self, generation: int) -> None:
         with self._lock:
             self._state.generation = generation
+
+    def set_draining(self, why: str) -> None:
+        """Report not ready with this reason ("" to stop) while still leading (follow-mode hand-over)."""
+        with self._lock:
+            changed = self._draining != why
+            self._draining = why
+        if changed:
+            self.wake()
 
     def alive(self) -> None:
         now = self._clock()
@@ -164,6 +173,7 @@ class StatusLoop:
                 "synced": state.synced,
                 "heartbeat": state.alive_at,
                 "generation": state.generation,
+                "draining": self._draining if state.leadership.leading else "",
             }
         )
         self._metrics.leader.set(1 if state.leadership.leading else 0)

@@ -38,6 +38,8 @@ from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
 from workers import roles, shapes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
+from workers.handover import Handover
+from workers.handover import node_shape as handover_node_shape
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.locksweep import sweep_locks
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
@@ -126,6 +128,18 @@ class Worker:
         self.informers = [self.nodes, *self.pods.informers, self.quotas]
         self.metrics.registry.register(LockAges(self.nodes.items, clock))
         self.elector = self._elector()
+        self.own_node: Informer | None = None
+        self.handover: Handover | None = None
+        if settings.node_name and settings.pod_name and settings.pod_namespace:
+            self.own_node = Informer(
+                kube,
+                Target("nodes", field_selector=f"metadata.name={settings.node_name}"),
+                handover_node_shape,
+                by_name,
+                lambda _changes: self._trigger.set(),
+                on_restart=restart,
+            )
+            self.informers.append(self.own_node)
         leader = settings.leader
         self.status = StatusLoop(
             self._status_ledger,
@@ -138,6 +152,17 @@ class Worker:
         )
         if self.registrar.last is not None:  # a restart: readers already serve the snapshot on disk
             self.status.published(self.registrar.last.generation)
+        if self.own_node is not None:
+            self.handover = Handover(
+                kube,
+                self.elector,
+                namespace=settings.pod_namespace,
+                pod_name=settings.pod_name,
+                node_name=settings.node_name,
+                hold_off=leader.lease_duration,
+                set_draining=self.status.set_draining,
+                on_handover=self.metrics.handovers.inc,
+            )
 
     def _elector(self) -> Elector:
         leader = self.settings.leader
@@ -248,6 +273,8 @@ class Worker:
                     self._dirty.clear()
                     self._register(term)
                 self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
+                if self.handover is not None and self.own_node is not None:
+                    self.handover.step(self.own_node.get(self.settings.node_name), bool(term))
                 if term and term == synced_term and locks.fire(time.monotonic()):
                     self._sweep_locks(term)
             except Exception:

@@ -8,7 +8,10 @@ The client's LeaderElection is made fit for a long-running process here:
 - it has no stop: every attempt checks ours, so `stop()` ends it within one retry period, and a leader that
   stops cleanly releases the Lease (empty holder, as client-go's ReleaseOnCancel) so a standby takes over
   at its next retry instead of after the lease duration;
-- `run()` returns once leadership is lost; we start it again as a candidate.
+- `run()` returns once leadership is lost; we start it again as a candidate;
+- `step_down(hold_off)` hands the Lease over on purpose (the node is being drained): the next attempt
+  releases it (empty holder) and the candidate stays out for `hold_off` seconds, so a standby on another
+  node takes it at its next retry; if none did by then, we stand again.
 
 Its callbacks run in its own threads: they only record the state and call `on_change`. Leadership is
 `leading and now < last successful renew + lease duration`, so it lapses on time even if a renew hangs.
@@ -38,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 class _Stopped(Exception):
     """Raised inside the client's loops to leave them when we stop."""
+
+
+class _SteppingDown(Exception):
+    """Raised inside the client's loops to leave them when we hand the Lease over."""
 
 
 class _TimedLeases:
@@ -85,6 +92,8 @@ class _Election(LeaderElection):
         owner = self._owner
         if owner.stopping.is_set():
             raise _Stopped
+        if owner.stepping_down.is_set():
+            raise _SteppingDown
         started = owner.clock()
         try:
             succeeded = bool(super().try_acquire_or_renew())
@@ -107,6 +116,8 @@ class LeaseElector:
         self.config = config
         self.clock = clock
         self.stopping = threading.Event()
+        self.stepping_down = threading.Event()
+        self._hold_off = 0.0
         self._kube = kube
         self._on_change = on_change
         self._lock = threading.Lock()
@@ -135,6 +146,11 @@ class LeaseElector:
     def stop(self, timeout: float) -> None:
         self.stopping.set()
         self._thread.join(timeout)
+
+    def step_down(self, hold_off: float) -> None:
+        """Release the Lease at the next attempt and stand again only after `hold_off` seconds."""
+        self._hold_off = hold_off
+        self.stepping_down.set()
 
     def _set_leading(self, leading: bool) -> None:
         with self._lock:
@@ -169,6 +185,13 @@ class LeaseElector:
                 _Election(config, self).run()
             except _Stopped:
                 break
+            except _SteppingDown:
+                self._release(lock)
+                self._set_leading(False)
+                logger.info("stepped down", extra={"identity": c.identity, "hold_off": self._hold_off})
+                self.stopping.wait(self._hold_off)
+                self.stepping_down.clear()
+                continue
             except Exception:
                 logger.exception("leader election failed; standing again")
                 self._set_leading(False)

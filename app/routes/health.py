@@ -1,7 +1,9 @@
 """GET /healthz (the process answers) and GET /readyz (this replica may decide: leader, synced, fresh).
 
 Only the leader is Ready, so the Service routes kube-scheduler and webhook traffic to it (HAMi answers 200
-everywhere, quirk #14). The body says why a replica is not ready.
+everywhere, quirk #14). The body says why a replica is not ready. A follow-mode leader whose node is
+cordoned reports not ready while it keeps deciding (workers/handover.py), so the disruption budget lets a
+drain evict it; its kube-scheduler then releases the Lease.
 """
 
 from __future__ import annotations
@@ -26,4 +28,6 @@ def readyz() -> Response:
         return text_response(f"not ready: {status.why_not(now)}", 503)
     if ctx.inventory.current() is None:
         return text_response("not ready: no node inventory published yet", 503)
+    if status.draining:  # still decides (kube-scheduler's loopback calls), but lets a drain evict it
+        return text_response(f"not ready: {status.draining}", 503)
     return text_response("ok", 200)

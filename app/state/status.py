@@ -30,6 +30,7 @@ class ReplicaStatus:
     synced: bool = False
     heartbeat: float = 0.0
     generation: int = 0
+    draining: str = ""  # why this replica hands over (its node is cordoned); "" when it does not
 
     @classmethod
     def from_rows(cls, rows: Mapping[str, object]) -> ReplicaStatus:
@@ -45,6 +46,7 @@ class ReplicaStatus:
             synced=rows.get("synced") is True,
             heartbeat=number("heartbeat"),
             generation=int(number("generation")),
+            draining=str(rows.get("draining") or ""),
         )
 
     def is_leader(self, now: float) -> bool:

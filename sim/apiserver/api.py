@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sim.apiserver import tables
+from sim.apiserver import eviction, tables
 from sim.apiserver.errors import ApiError, bad_request
 from sim.apiserver.listing import Page, list_body
 from sim.apiserver.objects import DeleteOptions
@@ -101,6 +101,10 @@ def serve(
         if _wants_table(accept):
             return Reply(200, tables.table(rtype, page, query.get("includeObject", "")))
         return Reply(200, list_body(rtype, page))
+    if route.verb == "create" and route.subresource == "eviction":
+        assert route.namespace is not None
+        eviction.evict(objects, route.namespace, route.name, decode(body))
+        return Reply(201, success_status(201))
     if route.verb == "create" and route.subresource == "binding":
         assert route.namespace is not None
         objects.bind(route.namespace, route.name, decode(body))

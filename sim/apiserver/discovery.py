@@ -25,7 +25,12 @@ VERSION = {
 }
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"]}
+_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"], "eviction": ["create"]}
+# Subresources whose kind lives in another group (kubectl drain finds the eviction API through this).
+_SUBRESOURCE_KINDS = {
+    "binding": {"kind": "Binding"},
+    "eviction": {"group": "policy", "version": "v1", "kind": "Eviction"},
+}
 
 
 def _resource_docs(rtype: ResourceType) -> list[dict[str, Any]]:
@@ -45,7 +50,8 @@ def _resource_docs(rtype: ResourceType) -> list[dict[str, Any]]:
             "name": f"{rtype.plural}/{sub}",
             "singularName": "",
             "namespaced": rtype.namespaced,
-            "kind": "Binding" if sub == "binding" else rtype.kind,
+            "kind": rtype.kind,
+            **_SUBRESOURCE_KINDS.get(sub, {}),
             "verbs": _SUBRESOURCE_VERBS[sub],
         }
         for sub in rtype.subresources

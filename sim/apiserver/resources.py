@@ -81,7 +81,7 @@ PODS = ResourceType(
     "Pod",
     True,
     ("po",),
-    ("binding", "status"),
+    ("binding", "status", "eviction"),
     _POD_FIELDS,
     split_status=True,
 )
@@ -105,8 +105,18 @@ RESOURCE_QUOTAS = ResourceType(
 EVENTS = ResourceType("", "v1", "events", "Event", True, ("ev",), (), _EVENT_FIELDS)
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",), (), _EVENTS_V1_FIELDS)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True)
+PDBS = ResourceType(
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    "PodDisruptionBudget",
+    True,
+    ("pdb",),
+    ("status",),
+    split_status=True,
+)
 
-ALL: tuple[ResourceType, ...] = (PODS, NODES, NAMESPACES, RESOURCE_QUOTAS, EVENTS, EVENTS_V1, LEASES)
+ALL: tuple[ResourceType, ...] = (PODS, NODES, NAMESPACES, RESOURCE_QUOTAS, EVENTS, EVENTS_V1, LEASES, PDBS)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in ALL if r.group))
 
 _BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}

@@ -38,7 +38,7 @@ def _verb(method: str, name: str, subresource: str, watch: bool) -> str:
         return "watch" if watch else "list"
     if method == "POST" and not name:
         return "create"
-    if method == "POST" and subresource == "binding":
+    if method == "POST" and subresource in ("binding", "eviction"):
         return "create"
     if method == "PUT" and name:
         return "update"

@@ -86,7 +86,9 @@ def test_metrics_and_healthz() -> None:
         status, body = _get(f"{base}/metrics")
         assert status == 200
         assert 'hami_worker_watch_restarts_total{reason="expired",resource="pods"} 1.0' in body
-        assert "flask" not in body and "process_cpu" not in body, "a plain registry of our own"
+        assert "flask" not in body, "a plain registry of our own, not the process-global one"
+        # ...with the process metrics every process exports, once, and the build identity
+        assert body.count("# TYPE process_cpu_seconds_total counter") == 1 and "hami_build_info{" in body
         assert _get(f"{base}/healthz") == (200, "ok\n")
         healthy[0] = False
         assert _get(f"{base}/healthz")[0] == 503
