@@ -15,14 +15,17 @@ only Ready pod; a drain of the leader's node used to wait until someone deleted 
   (kube-scheduler's leader election runs with ReleaseOnCancel); a standby's kube-scheduler acquires it at
   its next retry and that replica's worker follows within one retry period.
 
-Only when another replica can take over: a scheduler pod (same component label, same namespace) that runs,
-is not terminating and is on another node. Without one, a cordon changes nothing (the Deployment has no
-budget with one replica, so its drain evicts the pod anyway). Uncordoning ends the hand-over.
+Only when another replica can take over: a scheduler pod (same component label, same namespace) that runs
+with a started registration worker, is not terminating and is on another node. Without one, a cordon
+changes nothing (the Deployment has no budget with one replica, so its drain evicts the pod anyway). If the
+standby did not take over (acquire mode: we stood again after the hold-off), the hand-over is tried again
+every RETRY seconds while the node stays cordoned. Uncordoning ends the hand-over.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +37,8 @@ from workers.election import Elector
 from workers.roles import COMPONENT_SELECTOR
 
 logger = logging.getLogger(__name__)
+
+RETRY = 60.0  # seconds between hand-over attempts while the node stays cordoned and we still lead
 
 
 def cordoned(node: Mapping[str, Any] | None) -> bool:
@@ -50,8 +55,20 @@ def node_shape(node: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _worker_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's registration worker container runs and passed its startup probe (no status: assume so)."""
+    status = pod.get("status")
+    statuses = status.get("containerStatuses") if isinstance(status, Mapping) else None
+    if not isinstance(statuses, list):
+        return True
+    return any(
+        isinstance(c, Mapping) and c.get("name") == "worker" and c.get("ready") is True for c in statuses
+    )
+
+
 def peers(scheduler_pods: Sequence[Mapping[str, Any]], own_pod: str, own_node: str) -> list[str]:
-    """Scheduler pods that could lead instead of us: running, not terminating, on another node."""
+    """Scheduler pods that could lead instead of us: running with a started registration worker, not
+    terminating, on another node."""
     found = []
     for pod in scheduler_pods:
         spec = pod.get("spec")
@@ -62,6 +79,7 @@ def peers(scheduler_pods: Sequence[Mapping[str, Any]], own_pod: str, own_node: s
             and not pods.metadata(pod).get("deletionTimestamp")
             and node
             and node != own_node
+            and _worker_ready(pod)
         ):
             found.append(pods.name(pod))
     return found
@@ -79,6 +97,7 @@ class Handover:
         hold_off: float,
         set_draining: Callable[[str], None],
         on_handover: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._elector = elector
@@ -88,7 +107,9 @@ class Handover:
         self._hold_off = hold_off
         self._set_draining = set_draining
         self._on_handover = on_handover
+        self._clock = clock
         self._handed_over = False
+        self._attempted = -RETRY
 
     def _peers(self) -> list[str]:
         try:
@@ -106,12 +127,13 @@ class Handover:
             self._handed_over = False
             self._set_draining("")
             return
-        if self._handed_over or not leading:
+        if not leading or (self._handed_over and self._clock() - self._attempted < RETRY):
             return
         candidates = self._peers()
         if not candidates:
             return  # nobody could lead instead; try again on the next step
         self._handed_over = True
+        self._attempted = self._clock()
         self._on_handover()
         if self._elector.step_down(self._hold_off):
             logger.info("node cordoned: released the Lease", extra={"node": self._node, "peers": candidates})

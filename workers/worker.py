@@ -274,7 +274,8 @@ class Worker:
                     self._register(term)
                 self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
                 if self.handover is not None and self.own_node is not None:
-                    self.handover.step(self.own_node.get(self.settings.node_name), bool(term))
+                    own = self.own_node.items()  # the one node of the field selector, if it exists
+                    self.handover.step(own[0] if own else None, bool(term))
                 if term and term == synced_term and locks.fire(time.monotonic()):
                     self._sweep_locks(term)
             except Exception:

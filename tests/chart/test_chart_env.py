@@ -20,6 +20,7 @@ NOT_SET_BY_CHART = {"HAMI_TLS_CLIENT_CA_FILE", "HAMI_BENCH_NOOP"}
 # Set by the chart but read by a library, not by config/settings.py.
 LIBRARY = {"PROMETHEUS_MULTIPROC_DIR"}
 DOWNWARD = {"POD_NAME": ("fieldRef", "metadata.name"), "POD_NAMESPACE": ("fieldRef", "metadata.namespace")}
+NODE = {"NODE_NAME": ("fieldRef", "spec.nodeName")}  # the worker's own node: the drain hand-over
 
 COMMON = {
     "HAMI_SCHEDULER_NAME": "hami-scheduler",
@@ -64,6 +65,7 @@ WORKER_ONLY = {
     "HAMI_INFLIGHT_TTL": "60s",
     "HAMI_SCHEDULER_ROLE_LABEL": "true",
     "HAMI_LEGACY_METRICS": "false",
+    **NODE,
     "PROMETHEUS_MULTIPROC_DIR": "/tmp",
 }
 
@@ -235,7 +237,10 @@ def test_every_variable_the_chart_sets_is_read_by_settings(render: Any) -> None:
     for value_set in ("default", "ha", "acquire", "crds"):
         for container in ("extender", "worker"):
             names = set(render(value_set).env(container))
-            assert names - READ_BY_SETTINGS - set(DOWNWARD) - LIBRARY == set(), (value_set, container)
+            assert names - READ_BY_SETTINGS - set(DOWNWARD) - set(NODE) - LIBRARY == set(), (
+                value_set,
+                container,
+            )
 
 
 def test_every_setting_is_set_by_the_chart(render: Any) -> None:
