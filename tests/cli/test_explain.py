@@ -508,5 +508,6 @@ def test_adopting_default_scheduler_is_refused(tmp_path: Path) -> None:
         "default-scheduler",
     )
     assert result.returncode == 2
-    assert result.stderr.startswith("hami-scheduler explain: error: --adopt-scheduler-names: 'default-scheduler' cannot be adopted")
+    prefix = "hami-scheduler explain: error: --adopt-scheduler-names: 'default-scheduler' cannot be adopted"
+    assert result.stderr.startswith(prefix)
     assert len(result.stderr.splitlines()) == 1
