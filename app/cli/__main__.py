@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         output = module.run(args)
     except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)  # as argparse words its errors
         return 2
     except KeyboardInterrupt:
         return 130

@@ -254,7 +254,10 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str, message: 
 
 def test_missing_file_and_no_file() -> None:
     assert migrate("/nonexistent/values.yaml").stderr.startswith(
-        "error: cannot read /nonexistent/values.yaml"
+        "hami-scheduler migrate-values: error: cannot read /nonexistent/values.yaml"
     )
     result = migrate()
-    assert (result.returncode, result.stderr) == (2, "error: give HAMi's values file (or --table)\n")
+    assert (result.returncode, result.stderr) == (
+        2,
+        "hami-scheduler migrate-values: error: give HAMi's values file (or --table)\n",
+    )
