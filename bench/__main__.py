@@ -2,6 +2,12 @@
 
     python -m bench --nodes 5000 --gpus-per-node 8 --running-pods 20000 --pods 2000 --workers 2 --report F
     python -m bench --quick --report bench-report.json          # `make bench`: 500 and 1,000 nodes, < 3 min
+    python -m bench --control-plane real --nodes 1000 --pods 300 --report F   # the real kube-scheduler
+
+`--control-plane real` (bench/real.py) runs the real kube-scheduler three times over one cluster and pod
+stream: through our extender and webhook, without any extender, and through a no-op extender (the floor);
+it reports both throughputs, `extender_throughput_ratio`, kube-scheduler's and our latencies and the CPU
+per scheduled pod of each process. The rest of this docstring is about the emulator (the default).
 
 Every size is a fresh cluster of real processes (bench/e2e.py): the API emulator, the simulated device
 plugin, the registration worker and Gunicorn, driven the way kube-scheduler drives an extender
@@ -33,7 +39,7 @@ from typing import Any
 
 import urllib3
 
-from bench import procs, summary
+from bench import procs, real, real_summary, summary
 from bench.e2e import run_size
 from bench.seed import Scenario
 from bench.startup import Options
@@ -62,7 +68,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
         nodes, pods = QUICK["nodes"], QUICK["pods"]
         running = nodes * QUICK["running_per_node"]
     else:
-        nodes, pods, running = args.nodes, args.pods, args.running_pods
+        nodes, pods, running = args.nodes, args.pods or 2000, args.running_pods
     main = Scenario(nodes, args.gpus_per_node, running, pods, args.seed)
     per_node = running / nodes
     smaller = [] if args.no_growth else [n for n in GROWTH_SIZES if n < nodes]
@@ -77,6 +83,8 @@ def profiles(stacks: list[Stack]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.control_plane == "real":
+        return run_real(args)
     began = time.time()
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -168,12 +176,93 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def real_options(args: argparse.Namespace) -> real.RealOptions:
+    nodes, pods = (1000, 200) if args.quick else (args.nodes, args.pods or real.RealOptions.pods)
+    return real.RealOptions(
+        nodes=nodes,
+        gpus_per_node=args.gpus_per_node,
+        pods=pods,
+        seed=args.seed,
+        workers=args.workers,
+        qps=args.qps,
+        allocate_latency=args.allocate_latency,
+        stall=args.stall,
+        settle=args.settle,
+        profile=args.profile,
+        node_policy=args.node_policy,
+    )
+
+
+def run_real(args: argparse.Namespace) -> int:
+    """`--control-plane real`: one size, three runs (bench/real.py); same exit codes and clean-up."""
+    began = time.time()
+    root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-bench-real-"))
+    root.mkdir(parents=True, exist_ok=True)
+    options = real_options(args)
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    stack = Stack(root / f"real-n{options.nodes}")
+    stack.workdir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {}
+    failure, code = "", 0
+    try:
+        report = real.run_size(options, stack, say)
+    except (DemoFailure, KubeError, urllib3.exceptions.HTTPError, RuntimeError, OSError, TimeoutError) as exc:
+        failure, code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
+    except Interrupted as exc:
+        failure, code = f"interrupted ({exc})", 130
+    finally:
+        for sig in previous:  # a second Ctrl-C must not abort the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if args.profile:
+        report["profile"] = profiles([stack])
+    report["machine"] = procs.machine()
+    report["wall_seconds"] = round(time.time() - began, 1)
+    report["child_pids"] = {stack.workdir.name: stack.pids}
+    report["children_left"] = stack.survivors()
+    if not failure and not report.get("correct"):
+        failure, code = "a correctness check failed (see phases.*.correctness in the report)", 3
+    report["exit"] = failure or "completed"
+    report["workdir"] = str(root)
+    if args.report:
+        atomic_write_json(args.report, report)
+    if "phases" in report:
+        say("\n" + real_summary.table(report))
+    say(f"wall time {report['wall_seconds']}s")
+    if failure:
+        print(f"bench: {failure} (logs in {root})", file=sys.stderr)
+    elif not args.keep and not args.workdir:
+        shutil.rmtree(root, ignore_errors=True)
+    return code
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--control-plane",
+        choices=("emulator", "real"),
+        default="emulator",
+        help="emulator: our service driven by the benchmark's scheduler stand-in; real: the real"
+        " kube-scheduler with our extender, without an extender and with a no-op one (make kube)",
+    )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--running-pods", type=int, default=20000, help="bound GPU pods seeded before")
-    parser.add_argument("--pods", type=int, default=2000, help="pods to schedule (measured)")
+    parser.add_argument(
+        "--pods", type=int, default=0, help="pods to schedule (measured; default 2000, real: 300 per run)"
+    )
+    parser.add_argument("--qps", type=int, default=5000, help="real: kube-scheduler qps (burst 2x)")
+    parser.add_argument(
+        "--node-policy",
+        choices=("", "binpack", "spread"),
+        default="",
+        help="real: the chart's nodeSchedulerPolicy (default: the chart's, binpack)",
+    )
+    parser.add_argument(
+        "--stall", type=float, default=120.0, help="real: a run ends after this long without a bind"
+    )
     parser.add_argument("--workers", type=int, default=2, help="Gunicorn workers (HAMI_WORKERS)")
     parser.add_argument("--threads", type=int, default=0, help="HAMI_THREADS (0: the service default)")
     parser.add_argument("--quick", action="store_true", help="500 and 1,000 nodes, 300 pods (make bench)")

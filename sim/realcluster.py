@@ -94,9 +94,15 @@ def install_chart(stack: Stack, values: Mapping[str, Any]) -> ChartSetup:
 
 
 def start_replica(
-    stack: Stack, setup: ChartSetup, index: int, workers: int, service_env: Mapping[str, str] | None = None
+    stack: Stack,
+    setup: ChartSetup,
+    index: int,
+    workers: int,
+    service_env: Mapping[str, str] | None = None,
+    gunicorn_config: str = "config/gunicorn.conf.py",
 ) -> str:
-    """Our registration worker and Gunicorn of replica `index`; returns the service's URL once it answers."""
+    """Our registration worker and Gunicorn of replica `index` (`gunicorn_config`: the benchmark's adds
+    request timing); returns the service's URL once it answers."""
     assert stack.control_plane is not None
     suffix, name = replica_suffix(index), pod_name(index)
     port = free_port()
@@ -130,7 +136,7 @@ def start_replica(
         Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
     stack.start(f"worker{suffix}", [PY, "-m", "workers"], worker)
     process = stack.start(
-        f"service{suffix}", [PY, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"], service
+        f"service{suffix}", [PY, "-m", "gunicorn", "-c", gunicorn_config, "wsgi:app"], service
     )
     url = f"https://127.0.0.1:{port}"
     context = ssl.create_default_context(cafile=str(setup.tls.ca))

@@ -1,5 +1,6 @@
-"""`python -m bench` end to end at a tiny size: the harness runs, the report has every key, the correctness
-checks passed and no child process survives. Benchmarks are not tests: nothing here asserts a timing."""
+"""`python -m bench` end to end at a tiny size on both control planes: the harness runs, the report has every
+key, the correctness checks passed and no child process survives. Benchmarks are not tests: nothing here
+asserts a timing."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from sim.controlplane import binaries
 from sim.processes import start_process
 from sim.stack import pid_alive
 from sim.testing import REPO_ROOT
@@ -47,16 +50,22 @@ def survivors(report_path: Path) -> list[int]:
     return [pid for size in groups.values() for pids in size.values() for pid in pids if pid_alive(pid)]
 
 
-def test_tiny_benchmark_reports_every_key_and_stays_correct(tmp_path: Path) -> None:
+def run_bench(tmp_path: Path, extra: list[str], timeout: float) -> dict[str, Any]:
+    """`python -m bench` with `extra` arguments, its report; fails the test when a child process survived."""
     report_path = tmp_path / "bench.json"
     argv = [
-        sys.executable, "-m", "bench", "--nodes", "12", "--gpus-per-node", "4", "--running-pods", "24",
-        "--pods", "12", "--workers", "2", "--no-growth", "--settle", "20", "--report", str(report_path),
-        "--workdir", str(tmp_path / "run"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "bench",
+        *extra,
+        "--report",
+        str(report_path),
+        "--workdir",
+        str(tmp_path / "run"),
+    ]
     bench = start_process(argv, log_path=tmp_path / "bench.log", cwd=REPO_ROOT)
     try:
-        deadline = time.monotonic() + 55
+        deadline = time.monotonic() + timeout
         while bench.alive():
             if time.monotonic() > deadline:
                 pytest.fail(f"the benchmark did not finish:\n{bench.log_tail()}")
@@ -68,7 +77,16 @@ def test_tiny_benchmark_reports_every_key_and_stays_correct(tmp_path: Path) -> N
         for pid in leftovers:  # only if the harness failed to: never leave them behind
             os.kill(pid, signal.SIGKILL)
     assert leftovers == []
-    report = orjson.loads(report_path.read_bytes())
+    report: dict[str, Any] = orjson.loads(report_path.read_bytes())
+    return report
+
+
+def test_tiny_benchmark_reports_every_key_and_stays_correct(tmp_path: Path) -> None:
+    argv = [
+        "--control-plane", "emulator", "--nodes", "12", "--gpus-per-node", "4", "--running-pods", "24",
+        "--pods", "12", "--workers", "2", "--no-growth", "--settle", "20",
+    ]  # fmt: skip
+    report = run_bench(tmp_path, argv, timeout=55)
     assert report["exit"] == "completed"
     assert REPORT_KEYS - set(report) == set()
     assert report["correctness"]["ok"] is True
@@ -86,3 +104,56 @@ def test_tiny_benchmark_reports_every_key_and_stays_correct(tmp_path: Path) -> N
     pids = report["child_pids"]["n12"]
     assert set(pids) == {"apiserver", "nodes", "worker", "service"}
     assert len(pids["service"]) >= 3  # the Gunicorn master and its two workers
+
+
+REAL_KEYS = {
+    "extender_pods_per_second",
+    "baseline_pods_per_second",
+    "noop_pods_per_second",
+    "extender_throughput_ratio",
+    "filter_p50_ms",
+    "noop_p50_ms",
+    "filter_noop_ratio",
+    "ks_algorithm_p50_ms",
+    "ks_extender_minus_noop_mean_ms",
+    "ks_filter_noop_ratio",
+    "cpu_ms_per_pod",
+    "load_average",
+    "targets",
+    "versions",
+    "phases",
+}
+
+
+@pytest.mark.real
+def test_tiny_real_benchmark_runs_three_schedulers_and_reports_every_field(tmp_path: Path) -> None:
+    try:
+        binaries.find()
+    except binaries.MissingBinaries as exc:
+        pytest.fail(str(exc))
+    report = run_bench(
+        tmp_path, ["--control-plane", "real", "--nodes", "3", "--gpus-per-node", "2", "--pods", "6"], 400
+    )
+    assert report["exit"] == "completed"
+    assert REAL_KEYS - set(report) == set()
+    assert report["control_plane"] == "real" and report["correct"] is True
+    assert set(report["phases"]) == {"baseline", "noop", "extender"}
+    for name, phase in report["phases"].items():
+        assert phase["bound"] == 6, name
+        assert phase["kube_scheduler"]["attempts"].get("scheduled") == 6, name  # kube-scheduler's own metrics
+        assert phase["cpu_ms_per_pod"]["kube-scheduler"] >= 0, name
+    extender, noop = report["phases"]["extender"], report["phases"]["noop"]
+    assert extender["correctness"]["oversubscribed_devices"] == 0
+    assert extender["correctness"]["node_locks_held"] == 0
+    assert extender["server"]["/filter"]["n"] >= 6 and extender["server"]["/bind"]["n"] >= 6
+    assert extender["ours"]["filter"]["n"] >= 6 and "patch" in extender["ours"]["filter_phases"]
+    assert noop["server"]["/bench/noop"]["n"] >= 6 and "/filter" not in noop["server"]
+    assert "/filter" not in report["phases"]["baseline"]["server"]
+    assert set(report["targets"]) == {
+        "extender_throughput_ratio",
+        "filter_noop_ratio",
+        "ks_filter_noop_ratio",
+    }
+    scheduler_pids = {k for k in report["child_pids"]["real-n3"] if k.startswith("scheduler-")}
+    assert scheduler_pids == {"scheduler-baseline", "scheduler-noop", "scheduler-extender"}
+    assert report["children_left"] == []

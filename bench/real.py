@@ -1,0 +1,410 @@
+"""`python -m bench --control-plane real`: the scheduler_perf-style benchmark on the real control plane.
+
+One cluster (etcd, kube-apiserver, the simulated GPU nodes and kubelets, our registration worker and
+Gunicorn configured from the chart, the chart's webhook) and one pod stream (`--pods` pods asking only
+`nvidia.com/gpu` counts), scheduled three times by the real kube-scheduler, one run after the other on the
+emptied cluster, each by a fresh kube-scheduler process with the chart's KubeSchedulerConfiguration,
+`clientConnection.qps/burst` raised (as scheduler_perf does) and leader election off:
+
+- `baseline`: no extender; NodeResourcesFit counts `nvidia.com/gpu` (GPUs x split count per node); the
+  simulated kubelets start the pods as NVIDIA's stock plugin would (`sim nodes --stock-gpus`);
+- `noop`: the chart's extender entry with `filterVerb: bench/noop` and no `bindVerb`: the floor, an
+  extender answering without work on the very HTTP path of /filter (same Gunicorn, TLS, body decoding);
+- `extender`: the chart's extender, our /filter and /bind, the pods created through our webhook.
+
+Each run creates its pods first (schedulerName `bench-baseline` / `bench-noop`, which our webhook leaves
+alone; unset for `extender`, which the webhook sets), then starts its kube-scheduler. The window is from
+the first pod bound to the last (a watch on the pods), so kube-scheduler's start-up is not in it; CPU per
+process (`/proc/<pid>/stat`) is sampled at those two moments. See bench/schedmetrics.py for the latencies.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import procs, schedmetrics
+from sim import podutil
+from sim.controlplane import SchedulerSpec, chart
+from sim.controlplane.base import DEVICE_PLUGIN
+from sim.controlplane.real import RealControlPlane
+from sim.kube import Informer, Kube, KubeError, node_path, pod_path
+from sim.nodes import build_cluster, node_object
+from sim.realcluster import ChartSetup, install_chart, leader_url, pod_name, register_webhook, start_replica
+from sim.report import summarize
+from sim.stack import PY, Stack, flags, wait_until
+
+Obj = dict[str, Any]
+NAMESPACE = "default"
+PHASE_LABEL = "bench.hami.io/phase"
+PHASES = ("baseline", "noop", "extender")
+SCHEDULER_NAMES = {"baseline": "bench-baseline", "noop": "bench-noop", "extender": ""}
+
+
+@dataclass(frozen=True)
+class RealOptions:
+    nodes: int = 1000
+    gpus_per_node: int = 8
+    pods: int = 300
+    seed: int = 0
+    workers: int = 2
+    zones: int = 3
+    qps: int = 5000  # kube-scheduler clientConnection qps (burst 2x), as scheduler_perf
+    allocate_latency: float = 0.002
+    registration_interval: str = "15s"  # the chart's default
+    stall: float = 120.0  # a run ends when no pod was bound for this long
+    settle: float = 120.0  # seconds for the extender run's pods to be Running (Allocate done)
+    profile: bool = False  # pyinstrument per request in the service: figures are then no results
+    node_policy: str = ""  # the chart's defaultSchedulerPolicy.nodeSchedulerPolicy ("": its binpack)
+
+
+def load_average() -> list[float]:
+    return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def pod_stream(count: int, seed: int, phase: str) -> list[Obj]:
+    """The same `count` pods for every run (1 GPU, every fifth 2 GPUs, drawn from `seed`)."""
+    rng = random.Random(seed)
+    pods = []
+    for index in range(count):
+        gpus = 2 if rng.random() < 0.2 else 1
+        spec: Obj = {
+            "containers": [
+                {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
+            "terminationGracePeriodSeconds": 0,
+        }
+        if SCHEDULER_NAMES[phase]:
+            spec["schedulerName"] = SCHEDULER_NAMES[phase]
+        meta = {"name": f"bench-{phase}-{index:05d}", "namespace": NAMESPACE, "labels": {PHASE_LABEL: phase}}
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    return pods
+
+
+def scheduler_config(setup: ChartSetup, service_url: str, phase: str, qps: int) -> Obj:
+    """The chart's KubeSchedulerConfiguration for one run (see the module docstring)."""
+    config = copy.deepcopy(chart.scheduler_configuration(setup.objects, service_url, setup.tls.ca))
+    config["leaderElection"] = {"leaderElect": False}
+    config["clientConnection"] = {"qps": qps, "burst": 2 * qps}
+    if phase == "baseline":
+        config.pop("extenders", None)
+    if phase == "noop":
+        for extender in config.get("extenders") or []:
+            extender["filterVerb"] = "bench/noop"
+            extender.pop("bindVerb", None)
+    if SCHEDULER_NAMES[phase]:
+        for profile in config.get("profiles") or []:
+            profile["schedulerName"] = SCHEDULER_NAMES[phase]
+    return config
+
+
+def _parallel(work: Callable[[Obj], object], items: list[Obj], threads: int = 8) -> None:
+    with ThreadPoolExecutor(threads, thread_name_prefix="bench-api") as executor:
+        list(executor.map(work, items))
+
+
+def register_nodes(kube: Kube, options: RealOptions) -> None:
+    """The Node objects as kubelets and HAMi's device plugin leave them, created in parallel (what `sim
+    nodes` does serially); the kubelets then run with `--no-register`."""
+    cluster = build_cluster(
+        options.nodes, seed=options.seed, gpus_per_node=options.gpus_per_node, zones=options.zones
+    )
+
+    def create(node: Obj) -> None:
+        try:
+            kube.create(node_path(), {k: v for k, v in node.items() if k != "status"})
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+        kube.patch(node_path(node["metadata"]["name"], "status"), {"status": node["status"]})
+
+    _parallel(create, [node_object(spec) for spec in cluster.nodes])
+
+
+@dataclass
+class Cluster:
+    stack: Stack
+    setup: ChartSetup
+    options: RealOptions
+    timing_dir: Path
+    startup_s: float
+
+
+def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Cluster:
+    """The whole stack without any kube-scheduler (each run starts its own)."""
+    began = time.perf_counter()
+    stack.start_control_plane("real")
+    assert stack.kube is not None and stack.control_plane is not None
+    policy = {"nodeSchedulerPolicy": options.node_policy} if options.node_policy else {}
+    setup = install_chart(stack, {"defaultSchedulerPolicy": policy} if policy else {})
+    register_nodes(stack.kube, options)
+    say(f"  {options.nodes} nodes created after {time.perf_counter() - began:.1f}s")
+    kubelet_flags = flags(
+        kubeconfig=stack.control_plane.kubeconfig_for(DEVICE_PLUGIN),
+        nodes=options.nodes,
+        seed=options.seed,
+        gpus_per_node=options.gpus_per_node,
+        zones=options.zones,
+        allocate_latency=options.allocate_latency,
+        stats=stack.workdir / "nodes-stats.json",
+    )
+    extra = ["--no-register", "--finish-deletions", "--stock-gpus"]
+    plugin = stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *kubelet_flags])
+    wait_until("the simulated kubelets", lambda: "nodes ready" in plugin.log_tail(5), 300, stack, 0.2)
+    timing_dir = stack.workdir / "timing"
+    env = {
+        "HAMI_LEADER_ELECT": "false",  # one replica, no kube-scheduler to follow between the runs
+        "HAMI_BENCH_NOOP": "1",
+        "HAMI_BENCH_TIMING_DIR": str(timing_dir),
+        "HAMI_REGISTRATION_INTERVAL": options.registration_interval,
+    }
+    if options.profile:
+        env["HAMI_BENCH_PROFILE_DIR"] = str(stack.workdir / "profile")
+    url = start_replica(stack, setup, 0, options.workers, env, "bench/gunicorn_timing.py")
+    stack.replica_urls, stack.service_url = [url], url
+    register_webhook(stack, setup, url)
+    wait_until(
+        "our service ready with every node registered",
+        lambda: leader_url(stack, options.nodes) is not None,
+        900,
+        stack,
+        1.0,
+    )
+    startup = time.perf_counter() - began
+    say(f"  stack ready after {startup:.1f}s")
+    return Cluster(stack, setup, options, timing_dir, startup)
+
+
+def _cpu_groups(stack: Stack, scheduler: str) -> dict[str, list[int]]:
+    processes = stack.all_processes()
+    service = processes["service"].pid
+    groups = {
+        "kube-scheduler": [processes[scheduler].pid],
+        "kube-apiserver": [processes["kube-apiserver"].pid],
+        "etcd": [processes["etcd"].pid],
+        "service": [service, *procs.children(service)],
+        "worker": [processes["worker"].pid],
+        "nodes": [processes["nodes"].pid],
+    }
+    return groups
+
+
+class _Binds:
+    """Watches the run's pods: when each got its node, and CPU samples at the first and the last."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.at: dict[str, float] = {}
+        self.groups: dict[str, list[int]] = {}
+        self.first_cpu: dict[str, float] = {}
+        self.last_cpu: dict[str, float] = {}
+        self.first_wall = 0.0
+
+    def seen(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind == "DELETED" or not podutil.node_name(obj) or podutil.key(obj) in self.at:
+            return
+        if not self.at:
+            self.first_cpu, self.first_wall = procs.cpu_sample(self.groups), time.time()
+        self.at[podutil.key(obj)] = time.perf_counter()
+        if len(self.at) == self.expected:
+            self.last_cpu = procs.cpu_sample(self.groups)
+
+
+def _delete_all(stack: Stack, phase: str, timeout: float = 300.0) -> None:
+    assert stack.kube is not None
+    kube, selector = stack.kube, f"{PHASE_LABEL}={phase}"
+    kube.request("DELETE", pod_path(NAMESPACE), params={"labelSelector": selector})
+    wait_until(
+        f"the {phase} run's pods to be gone",
+        lambda: not kube.list(pod_path(NAMESPACE), labelSelector=selector)[1],
+        timeout,
+        stack,
+        0.5,
+    )
+
+
+def _settle(stack: Stack, phase: str, timeout: float) -> float:
+    """Wait until every bound pod of the run is Running (its Allocate done, its node lock released)."""
+    assert stack.kube is not None
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        stack.check()
+        pods = stack.kube.list(pod_path(NAMESPACE), labelSelector=f"{PHASE_LABEL}={phase}")[1]
+        if all(podutil.phase(p) == "Running" for p in pods if podutil.node_name(p)):
+            break
+        time.sleep(0.5)
+    return round(time.perf_counter() - started, 2)
+
+
+def _correctness(stack: Stack, phase: str, pods: int) -> Obj:
+    assert stack.kube is not None
+    all_pods, all_nodes = stack.kube.list("/api/v1/pods")[1], stack.kube.list("/api/v1/nodes")[1]
+    verdict = summarize(all_pods, all_nodes)
+    mine = [p for p in all_pods if podutil.labels(p).get(PHASE_LABEL) == phase]
+    bound = sum(1 for p in mine if podutil.node_name(p))
+    result = {
+        "oversubscribed_devices": verdict["oversubscribed_devices"],
+        "misplaced_devices": verdict["misplaced_devices"][:10],
+        "undecodable_allocations": verdict["undecodable_allocations"][:10],
+        "node_locks_held": verdict["node_locks_held"],
+        "bound": bound,
+        "running": sum(1 for p in mine if podutil.phase(p) == "Running"),
+    }
+    result["ok"] = (
+        verdict["oversubscribed_devices"] == 0
+        and not verdict["misplaced_devices"]
+        and not verdict["undecodable_allocations"]
+        and verdict["node_locks_held"] == 0
+        and bound == pods
+    )
+    return result
+
+
+def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
+    """One run: create the pods, start its kube-scheduler, wait until every pod is bound (or no progress
+    for `stall` seconds), read the metrics, stop the scheduler."""
+    stack, options = cluster.stack, cluster.options
+    assert stack.kube is not None and isinstance(stack.control_plane, RealControlPlane)
+    load_start = load_average()
+    manifests = pod_stream(options.pods, options.seed, phase)
+    binds = _Binds(len(manifests))
+    informer = Informer(
+        stack.kube, pod_path(NAMESPACE), binds.seen, f"bench-{phase}", labelSelector=f"{PHASE_LABEL}={phase}"
+    ).start()
+    kube = stack.kube
+    created_at = time.perf_counter()
+    _parallel(lambda pod: kube.create(pod_path(NAMESPACE), pod), manifests, threads=4)
+    created_s = time.perf_counter() - created_at
+    ours_url, ca = f"{stack.service_url}/metrics", str(cluster.setup.tls.ca)
+    ours_before = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca)
+    name = f"scheduler-{phase}"
+    config = scheduler_config(cluster.setup, stack.service_url, phase, options.qps)
+    started_wall, started = time.time(), time.perf_counter()
+    process = stack.start_scheduler(SchedulerSpec(name=name, config=config, hostname=pod_name(0)))
+    binds.groups = _cpu_groups(stack, name)
+    say(f"  {phase}: {len(manifests)} pods created in {created_s:.1f}s; kube-scheduler pid {process.pid}")
+    last_count, last_progress = 0, time.monotonic()
+    while len(binds.at) < len(manifests) and time.monotonic() - last_progress < options.stall:
+        stack.check()
+        if len(binds.at) != last_count:
+            last_count, last_progress = len(binds.at), time.monotonic()
+        time.sleep(0.2)
+    if not binds.last_cpu:  # not every pod was bound: the window ends now
+        binds.last_cpu = procs.cpu_sample(binds.groups)
+    ended_wall = time.time()
+    scheduler_scrape = schedmetrics.scrape(
+        stack.control_plane.scheduler_urls[name] + "/metrics", schedmetrics.KUBE_SCHEDULER
+    )
+    ours_after = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca)
+    load_end = load_average()
+    times = sorted(binds.at.values())
+    window = times[-1] - times[0] if len(times) > 1 else 0.0
+    bound = len(times)
+    cpu = procs.cpu_window(binds.first_cpu, binds.last_cpu, window)
+    for key in ("ours_cpu_s", "emulator_cpu_s"):
+        cpu.pop(key, None)
+    result: Obj = {
+        "scheduler_name": SCHEDULER_NAMES[phase] or "hami-scheduler (set by our webhook)",
+        "pods": len(manifests),
+        "bound": bound,
+        "create_s": round(created_s, 2),
+        "first_bind_after_start_s": round(times[0] - started, 2) if times else None,
+        "window_s": round(window, 3),
+        "pods_per_second": round((bound - 1) / window, 2) if window > 0 else 0.0,
+        "cpu": cpu,
+        "cpu_ms_per_pod": {
+            k: round(1000 * v / max(1, bound - 1), 2) for k, v in cpu["cpu_s"].items() if k != "machine"
+        },
+        "kube_scheduler": schedmetrics.kube_scheduler_view(scheduler_scrape),
+        "ours": schedmetrics.ours_view(ours_before, ours_after),
+        "server": schedmetrics.server_timings(cluster.timing_dir, started_wall, ended_wall + 1.0),
+        "load_average": {"start": load_start, "end": load_end},
+    }
+    stack.stop(name)
+    informer.stop()
+    if phase == "extender":
+        result["settle_s"] = _settle(stack, phase, options.settle)
+        result["correctness"] = _correctness(stack, phase, len(manifests))
+    else:
+        result["correctness"] = {"bound": bound, "ok": bound == len(manifests)}
+        _delete_all(stack, phase)
+    say(
+        f"  {phase}: {bound}/{len(manifests)} bound in {window:.1f}s = {result['pods_per_second']} pods/s"
+        f" (load {' '.join(str(v) for v in load_end)})"
+    )
+    return result
+
+
+def run_size(options: RealOptions, stack: Stack, say: Callable[[str], None]) -> Obj:
+    """Start the cluster, the three runs, the report row; `stack` is stopped by the caller."""
+    say(
+        f"{options.nodes} nodes x {options.gpus_per_node} GPUs, {options.pods} pods per run, real control"
+        f" plane, kube-scheduler qps {options.qps} (load {' '.join(map(str, load_average()))})"
+    )
+    cluster = start(stack, options, say)
+    assert stack.control_plane is not None
+    phases = {phase: run_phase(cluster, phase, say) for phase in PHASES}
+    return headline(options, phases) | {
+        "control_plane": "real",
+        "versions": stack.control_plane.versions(),
+        "startup_s": round(cluster.startup_s, 1),
+        "cpu_count": os.cpu_count(),
+        "phases": phases,
+    }
+
+
+def headline(options: RealOptions, phases: dict[str, Obj]) -> Obj:
+    """The figures the acceptance names, derived from the three runs."""
+    rate = {p: phases[p]["pods_per_second"] for p in PHASES}
+    algorithm = {p: phases[p]["kube_scheduler"]["algorithm"] for p in PHASES}
+    server = phases["extender"]["server"]
+    floor = phases["noop"]["server"]
+    filter_p50 = (server.get("/filter") or {}).get("p50_ms", 0.0)
+    noop_p50 = (floor.get("/bench/noop") or {}).get("p50_ms", 0.0)
+    # kube-scheduler's view: its scheduling algorithm (plugins + the extender's /filter); the noop and the
+    # extender runs differ only in the extender's work (the run without one scores every feasible node,
+    # so it is no floor for the algorithm time: scoring one node after an extender is cheaper)
+    ks_extra = round(algorithm["extender"]["mean_ms"] - algorithm["noop"]["mean_ms"], 3)
+    ratio = round(rate["extender"] / rate["baseline"], 3) if rate["baseline"] else 0.0
+    server_ratio = round(filter_p50 / noop_p50, 2) if noop_p50 else 0.0
+    noop_algorithm = algorithm["noop"]["p50_ms"]
+    ks_ratio = round(algorithm["extender"]["p50_ms"] / noop_algorithm, 2) if noop_algorithm else 0.0
+    checks = {
+        "extender_throughput_ratio": {"target": ">= 0.5", "measured": ratio, "met": ratio >= 0.5},
+        "filter_noop_ratio": {"target": "<= 2", "measured": server_ratio, "met": 0 < server_ratio <= 2},
+        "ks_filter_noop_ratio": {"target": "<= 2", "measured": ks_ratio, "met": 0 < ks_ratio <= 2},
+    }
+    return {
+        "nodes": options.nodes,
+        "gpus_per_node": options.gpus_per_node,
+        "pods": options.pods,
+        "workers": options.workers,
+        "scheduler_qps": options.qps,
+        "node_policy": options.node_policy or "binpack (chart default)",
+        "extender_pods_per_second": rate["extender"],
+        "baseline_pods_per_second": rate["baseline"],
+        "noop_pods_per_second": rate["noop"],
+        "extender_throughput_ratio": ratio,
+        "filter_p50_ms": filter_p50,
+        "filter_p99_ms": (server.get("/filter") or {}).get("p99_ms", 0.0),
+        "noop_p50_ms": noop_p50,
+        "filter_noop_ratio": server_ratio,
+        "bind_p50_ms": (server.get("/bind") or {}).get("p50_ms", 0.0),
+        "bind_p99_ms": (server.get("/bind") or {}).get("p99_ms", 0.0),
+        "ks_algorithm_p50_ms": {p: algorithm[p]["p50_ms"] for p in PHASES},
+        "ks_algorithm_mean_ms": {p: algorithm[p]["mean_ms"] for p in PHASES},
+        "ks_extender_minus_noop_mean_ms": ks_extra,
+        "ks_filter_noop_ratio": ks_ratio,
+        "ks_attempt_p50_ms": {p: phases[p]["kube_scheduler"]["attempt_scheduled"]["p50_ms"] for p in PHASES},
+        "cpu_ms_per_pod": {p: phases[p]["cpu_ms_per_pod"] for p in PHASES},
+        "load_average": {p: phases[p]["load_average"] for p in PHASES},
+        "targets": checks,
+        "correct": all(phases[p]["correctness"]["ok"] for p in PHASES),
+    }
