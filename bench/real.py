@@ -267,6 +267,22 @@ def _correctness(stack: Stack, phase: str, pods: int) -> Obj:
     return result
 
 
+def _scheduler_metrics(url: str, bound: int, timeout: float = 10.0) -> schedmetrics.Scrape:
+    """kube-scheduler's metrics once they count every bound pod: it records a pod as scheduled after its
+    binding cycle returned, a moment after the watch showed the pod bound."""
+    deadline = time.monotonic() + timeout
+    while True:
+        scrape = schedmetrics.scrape(url + "/metrics", schedmetrics.KUBE_SCHEDULER)
+        scheduled = sum(
+            v
+            for (n, labels), v in scrape.items()
+            if n == "scheduler_schedule_attempts_total" and dict(labels).get("result") == "scheduled"
+        )
+        if scheduled >= bound or time.monotonic() > deadline:
+            return scrape
+        time.sleep(0.2)
+
+
 def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     """One run: create the pods, start its kube-scheduler, wait until every pod is bound (or no progress
     for `stall` seconds), read the metrics, stop the scheduler."""
@@ -299,9 +315,7 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     if not binds.last_cpu:  # not every pod was bound: the window ends now
         binds.last_cpu = procs.cpu_sample(binds.groups)
     ended_wall = time.time()
-    scheduler_scrape = schedmetrics.scrape(
-        stack.control_plane.scheduler_urls[name] + "/metrics", schedmetrics.KUBE_SCHEDULER
-    )
+    scheduler_scrape = _scheduler_metrics(stack.control_plane.scheduler_urls[name], len(binds.at))
     ours_after = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca)
     load_end = load_average()
     times = sorted(binds.at.values())

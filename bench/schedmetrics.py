@@ -91,11 +91,11 @@ def _quantile(cumulative: list[tuple[float, float]], count: float, q: float) -> 
 
 def kube_scheduler_view(scrape_: Scrape) -> Obj:
     """The latencies and attempt counts of one kube-scheduler run (its counters start at zero)."""
-    attempts = {
-        dict(ls).get("result", ""): int(v)
-        for (n, ls), v in scrape_.items()
-        if n == "scheduler_schedule_attempts_total"
-    }
+    attempts: dict[str, int] = {}
+    for (metric, labels), value in scrape_.items():
+        if metric == "scheduler_schedule_attempts_total":
+            result = dict(labels).get("result", "")
+            attempts[result] = attempts.get(result, 0) + int(value)
     points = {
         point: histogram(
             scrape_, "scheduler_framework_extension_point_duration_seconds", extension_point=point
