@@ -32,6 +32,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -58,6 +59,26 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
+def guarded(work: Callable[[], None], stacks: list[Stack]) -> tuple[str, int]:
+    """Run `work`; its failure as (one line, exit status) — ("", 0) when it completed. Every stack in
+    `stacks` (which `work` may append to) is stopped at the end; a second Ctrl-C cannot abort that."""
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        work()
+    except (DemoFailure, KubeError, urllib3.exceptions.HTTPError, RuntimeError, OSError, TimeoutError) as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
+    except Interrupted as exc:
+        return f"interrupted ({exc})", 130
+    finally:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        for stack in stacks:
+            stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return "", 0
+
+
 def say(line: str) -> None:
     print(line, flush=True)
 
@@ -82,6 +103,35 @@ def profiles(stacks: list[Stack]) -> dict[str, Any]:
     return {"files": files, "filter_median": median[0].read_text() if median else ""}
 
 
+def record(
+    report: dict[str, Any],
+    stacks: list[Stack],
+    args: argparse.Namespace,
+    root: Path,
+    began: float,
+    failure: str,
+) -> None:
+    """The keys every report has (the machine, the child processes and survivors, the outcome); written."""
+    if args.profile:
+        report["profile"] = profiles(stacks)
+    report["machine"] = procs.machine()
+    report["wall_seconds"] = round(time.time() - began, 1)
+    report["child_pids"] = {s.workdir.name: s.pids for s in stacks}
+    report["children_left"] = [pid for s in stacks for pid in s.survivors()]
+    report["exit"] = failure or "completed"
+    report["workdir"] = str(root)
+    if args.report:
+        atomic_write_json(args.report, report)
+
+
+def finish(report: dict[str, Any], failure: str, root: Path, args: argparse.Namespace) -> None:
+    say(f"wall time {report['wall_seconds']}s")
+    if failure:
+        print(f"bench: {failure} (logs in {root})", file=sys.stderr)
+    elif not args.keep and not args.workdir:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.control_plane == "real":
         return run_real(args)
@@ -99,11 +149,10 @@ def run(args: argparse.Namespace) -> int:
         profile=args.profile,
         scrape_interval=args.scrape_interval,
     )
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     rows: list[dict[str, Any]] = []
     stacks: list[Stack] = []
-    failure, code = "", 0
-    try:
+
+    def sizes() -> None:
         for scenario in scenarios(args):
             say(
                 f"{scenario.nodes} nodes x {scenario.gpus_per_node} GPUs, {scenario.running} running pods, "
@@ -117,24 +166,14 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 stack.stop()
             say(summary.table(rows[-1:]).splitlines()[-1])
-    except (DemoFailure, KubeError, urllib3.exceptions.HTTPError, RuntimeError, OSError, TimeoutError) as exc:
-        failure, code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
-    except Interrupted as exc:
-        failure, code = f"interrupted ({exc})", 130
-    finally:
-        for sig in previous:  # a second Ctrl-C must not abort the clean-up
-            signal.signal(sig, signal.SIG_IGN)
-        for stack in stacks:
-            stack.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    failure, code = guarded(sizes, stacks)
     report: dict[str, Any] = dict(rows[-1]) if rows else {}
     report["growth"] = [
         {key: row.get(key) for key, _ in summary.TABLE_KEYS} | {"correct": row["correctness"]["ok"]}
         for row in rows
     ]
     report["targets"] = summary.targets(report) if rows else {}
-    report["machine"] = procs.machine()
     report["settings"] = {
         "quick": args.quick,
         "seed": args.seed,
@@ -146,18 +185,10 @@ def run(args: argparse.Namespace) -> int:
         "allocate_latency": args.allocate_latency,
         "scrape_interval": args.scrape_interval,
     }
-    if args.profile:
-        report["profile"] = profiles(stacks)
-    report["wall_seconds"] = round(time.time() - began, 1)
-    report["child_pids"] = {s.workdir.name: s.pids for s in stacks}
-    report["children_left"] = [pid for s in stacks for pid in s.survivors()]
     correct = bool(rows) and all(row["correctness"]["ok"] for row in rows)
     if not failure and not correct:
         failure, code = "a correctness check failed (see correctness in the report)", 3
-    report["exit"] = failure or "completed"
-    report["workdir"] = str(root)
-    if args.report:
-        atomic_write_json(args.report, report)
+    record(report, stacks, args, root, began, failure)
     if rows:
         say("\n" + summary.table(rows))
         if not report["targets"]["at_target_size"]:
@@ -168,11 +199,7 @@ def run(args: argparse.Namespace) -> int:
         for key, check in report["targets"]["checks"].items():
             verdict = {True: "met", False: "NOT met", None: "n/a"}[check["met"]]
             say(f"  {check['what']:<42} measured {check['measured']}  {verdict}  ({key})")
-    say(f"wall time {report['wall_seconds']}s")
-    if failure:
-        print(f"bench: {failure} (logs in {root})", file=sys.stderr)
-    elif not args.keep and not args.workdir:
-        shutil.rmtree(root, ignore_errors=True)
+    finish(report, failure, root, args)
     return code
 
 
@@ -199,42 +226,16 @@ def run_real(args: argparse.Namespace) -> int:
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-bench-real-"))
     root.mkdir(parents=True, exist_ok=True)
     options = real_options(args)
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     stack = Stack(root / f"real-n{options.nodes}")
     stack.workdir.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {}
-    failure, code = "", 0
-    try:
-        report = real.run_size(options, stack, say)
-    except (DemoFailure, KubeError, urllib3.exceptions.HTTPError, RuntimeError, OSError, TimeoutError) as exc:
-        failure, code = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1
-    except Interrupted as exc:
-        failure, code = f"interrupted ({exc})", 130
-    finally:
-        for sig in previous:  # a second Ctrl-C must not abort the clean-up
-            signal.signal(sig, signal.SIG_IGN)
-        stack.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if args.profile:
-        report["profile"] = profiles([stack])
-    report["machine"] = procs.machine()
-    report["wall_seconds"] = round(time.time() - began, 1)
-    report["child_pids"] = {stack.workdir.name: stack.pids}
-    report["children_left"] = stack.survivors()
+    failure, code = guarded(lambda: report.update(real.run_size(options, stack, say)), [stack])
     if not failure and not report.get("correct"):
         failure, code = "a correctness check failed (see phases.*.correctness in the report)", 3
-    report["exit"] = failure or "completed"
-    report["workdir"] = str(root)
-    if args.report:
-        atomic_write_json(args.report, report)
+    record(report, [stack], args, root, began, failure)
     if "phases" in report:
         say("\n" + real_summary.table(report))
-    say(f"wall time {report['wall_seconds']}s")
-    if failure:
-        print(f"bench: {failure} (logs in {root})", file=sys.stderr)
-    elif not args.keep and not args.workdir:
-        shutil.rmtree(root, ignore_errors=True)
+    finish(report, failure, root, args)
     return code
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import procs, schedmetrics
+from bench import procs, real_summary, schedmetrics
 from sim import podutil
 from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN
@@ -44,7 +44,7 @@ from sim.stack import PY, Stack, flags, wait_until
 Obj = dict[str, Any]
 NAMESPACE = "default"
 PHASE_LABEL = "bench.hami.io/phase"
-PHASES = ("baseline", "noop", "extender")
+PHASES = real_summary.PHASES
 SCHEDULER_NAMES = {"baseline": "bench-baseline", "noop": "bench-noop", "extender": ""}
 
 
@@ -365,60 +365,18 @@ def run_size(options: RealOptions, stack: Stack, say: Callable[[str], None]) -> 
     cluster = start(stack, options, say)
     assert stack.control_plane is not None
     phases = {phase: run_phase(cluster, phase, say) for phase in PHASES}
-    return headline(options, phases) | {
-        "control_plane": "real",
-        "versions": stack.control_plane.versions(),
-        "startup_s": round(cluster.startup_s, 1),
-        "cpu_count": os.cpu_count(),
-        "phases": phases,
-    }
-
-
-def headline(options: RealOptions, phases: dict[str, Obj]) -> Obj:
-    """The figures the acceptance names, derived from the three runs."""
-    rate = {p: phases[p]["pods_per_second"] for p in PHASES}
-    algorithm = {p: phases[p]["kube_scheduler"]["algorithm"] for p in PHASES}
-    server = phases["extender"]["server"]
-    floor = phases["noop"]["server"]
-    filter_p50 = (server.get("/filter") or {}).get("p50_ms", 0.0)
-    noop_p50 = (floor.get("/bench/noop") or {}).get("p50_ms", 0.0)
-    # kube-scheduler's view: its scheduling algorithm (plugins + the extender's /filter); the noop and the
-    # extender runs differ only in the extender's work (the run without one scores every feasible node,
-    # so it is no floor for the algorithm time: scoring one node after an extender is cheaper)
-    ks_extra = round(algorithm["extender"]["mean_ms"] - algorithm["noop"]["mean_ms"], 3)
-    ratio = round(rate["extender"] / rate["baseline"], 3) if rate["baseline"] else 0.0
-    server_ratio = round(filter_p50 / noop_p50, 2) if noop_p50 else 0.0
-    noop_algorithm = algorithm["noop"]["p50_ms"]
-    ks_ratio = round(algorithm["extender"]["p50_ms"] / noop_algorithm, 2) if noop_algorithm else 0.0
-    checks = {
-        "extender_throughput_ratio": {"target": ">= 0.5", "measured": ratio, "met": ratio >= 0.5},
-        "filter_noop_ratio": {"target": "<= 2", "measured": server_ratio, "met": 0 < server_ratio <= 2},
-        "ks_filter_noop_ratio": {"target": "<= 2", "measured": ks_ratio, "met": 0 < ks_ratio <= 2},
-    }
-    return {
+    size = {
         "nodes": options.nodes,
         "gpus_per_node": options.gpus_per_node,
         "pods": options.pods,
         "workers": options.workers,
         "scheduler_qps": options.qps,
         "node_policy": options.node_policy or "binpack (chart default)",
-        "extender_pods_per_second": rate["extender"],
-        "baseline_pods_per_second": rate["baseline"],
-        "noop_pods_per_second": rate["noop"],
-        "extender_throughput_ratio": ratio,
-        "filter_p50_ms": filter_p50,
-        "filter_p99_ms": (server.get("/filter") or {}).get("p99_ms", 0.0),
-        "noop_p50_ms": noop_p50,
-        "filter_noop_ratio": server_ratio,
-        "bind_p50_ms": (server.get("/bind") or {}).get("p50_ms", 0.0),
-        "bind_p99_ms": (server.get("/bind") or {}).get("p99_ms", 0.0),
-        "ks_algorithm_p50_ms": {p: algorithm[p]["p50_ms"] for p in PHASES},
-        "ks_algorithm_mean_ms": {p: algorithm[p]["mean_ms"] for p in PHASES},
-        "ks_extender_minus_noop_mean_ms": ks_extra,
-        "ks_filter_noop_ratio": ks_ratio,
-        "ks_attempt_p50_ms": {p: phases[p]["kube_scheduler"]["attempt_scheduled"]["p50_ms"] for p in PHASES},
-        "cpu_ms_per_pod": {p: phases[p]["cpu_ms_per_pod"] for p in PHASES},
-        "load_average": {p: phases[p]["load_average"] for p in PHASES},
-        "targets": checks,
-        "correct": all(phases[p]["correctness"]["ok"] for p in PHASES),
+    }
+    return real_summary.headline(size, phases) | {
+        "control_plane": "real",
+        "versions": stack.control_plane.versions(),
+        "startup_s": round(cluster.startup_s, 1),
+        "cpu_count": os.cpu_count(),
+        "phases": phases,
     }
