@@ -105,7 +105,7 @@ def scheduler_config(setup: ChartSetup, service_url: str, phase: str, qps: int) 
     return config
 
 
-def _parallel(work: Callable[[Obj], object], items: list[Obj], threads: int = 8) -> None:
+def _parallel(work: Callable[[Any], object], items: list[Any], threads: int = 8) -> None:
     with ThreadPoolExecutor(threads, thread_name_prefix="bench-api") as executor:
         list(executor.map(work, items))
 
@@ -217,10 +217,21 @@ class _Binds:
             self.last_cpu = procs.cpu_sample(self.groups)
 
 
+def _delete_pod(kube: Kube, name: str) -> None:
+    try:
+        kube.delete(pod_path(NAMESPACE, name), grace=0)
+    except KubeError as exc:
+        if exc.status != 404:
+            raise
+
+
 def _delete_all(stack: Stack, phase: str, timeout: float = 300.0) -> None:
     assert stack.kube is not None
     kube, selector = stack.kube, f"{PHASE_LABEL}={phase}"
-    kube.request("DELETE", pod_path(NAMESPACE), params={"labelSelector": selector})
+    # one DELETE per pod, in parallel: a deletecollection of hundreds of pods outlasts kube-apiserver's
+    # request timeout on this machine at 5,000 nodes; grace 0: removed at once, as a finished kubelet would
+    names = [podutil.name(p) for p in kube.list(pod_path(NAMESPACE), labelSelector=selector)[1]]
+    _parallel(lambda name: _delete_pod(kube, name), names)
     wait_until(
         f"the {phase} run's pods to be gone",
         lambda: not kube.list(pod_path(NAMESPACE), labelSelector=selector)[1],
@@ -245,7 +256,9 @@ def _settle(stack: Stack, phase: str, timeout: float) -> float:
 
 def _correctness(stack: Stack, phase: str, pods: int) -> Obj:
     assert stack.kube is not None
-    all_pods, all_nodes = stack.kube.list("/api/v1/pods")[1], stack.kube.list("/api/v1/nodes")[1]
+    # whole lists at 5,000 nodes on a loaded machine: more time than one API call's default
+    all_pods = stack.kube.request("GET", "/api/v1/pods", timeout=180.0)["items"]
+    all_nodes = stack.kube.request("GET", "/api/v1/nodes", timeout=180.0)["items"]
     verdict = summarize(all_pods, all_nodes)
     mine = [p for p in all_pods if podutil.labels(p).get(PHASE_LABEL) == phase]
     bound = sum(1 for p in mine if podutil.node_name(p))
@@ -341,6 +354,10 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
         "server": schedmetrics.server_timings(cluster.timing_dir, started_wall, ended_wall + 1.0),
         "load_average": {"start": load_start, "end": load_end},
     }
+    say(
+        f"  {phase}: {bound}/{len(manifests)} bound in {window:.1f}s = {result['pods_per_second']} pods/s"
+        f" (load {' '.join(str(v) for v in load_end)})"
+    )
     stack.stop(name)
     informer.stop()
     if phase == "extender":
@@ -349,10 +366,6 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     else:
         result["correctness"] = {"bound": bound, "ok": bound == len(manifests)}
         _delete_all(stack, phase)
-    say(
-        f"  {phase}: {bound}/{len(manifests)} bound in {window:.1f}s = {result['pods_per_second']} pods/s"
-        f" (load {' '.join(str(v) for v in load_end)})"
-    )
     return result
 
 
