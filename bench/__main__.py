@@ -211,6 +211,7 @@ def real_options(args: argparse.Namespace) -> real.RealOptions:
         pods=pods,
         seed=args.seed,
         workers=args.workers,
+        threads=args.threads,
         qps=args.qps,
         allocate_latency=args.allocate_latency,
         stall=args.stall,

@@ -55,6 +55,7 @@ class RealOptions:
     pods: int = 300
     seed: int = 0
     workers: int = 2
+    threads: int = 0  # HAMI_THREADS (0: the service's default, 4)
     zones: int = 3
     qps: int = 5000  # kube-scheduler clientConnection qps (burst 2x), as scheduler_perf
     allocate_latency: float = 0.002
@@ -165,6 +166,8 @@ def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Clu
         "HAMI_BENCH_TIMING_DIR": str(timing_dir),
         "HAMI_REGISTRATION_INTERVAL": options.registration_interval,
     }
+    if options.threads:
+        env["HAMI_THREADS"] = str(options.threads)
     if options.profile:
         env["HAMI_BENCH_PROFILE_DIR"] = str(stack.workdir / "profile")
     url = start_replica(stack, setup, 0, options.workers, env, "bench/gunicorn_timing.py")
@@ -383,6 +386,7 @@ def run_size(options: RealOptions, stack: Stack, say: Callable[[str], None]) -> 
         "gpus_per_node": options.gpus_per_node,
         "pods": options.pods,
         "workers": options.workers,
+        "threads": options.threads or "default",
         "scheduler_qps": options.qps,
         "node_policy": options.node_policy or "binpack (chart default)",
     }
