@@ -1,15 +1,27 @@
-"""The Bind use case: node lock -> bind-phase `allocating` -> pods/binding (reference §5.1).
+"""The Bind use case: node lock -> re-check -> bind-phase `allocating` -> pods/binding (reference §5.1).
 
 Invariants owned here:
+- Only our own pods, as the API shows them, and only pods this bind may still land (issue 11): the request
+  must carry the pod's UID (kube-scheduler always sends it; HAMi never checks it) and the pod must have
+  that UID, name our scheduler, and be neither terminating nor bound. A pod already bound to the requested
+  node is answered as bound without writing anything — no lock re-taken, no bind-phase reset (a re-bind
+  used to re-lock the node and block every other bind on it); bound elsewhere is an Error. Non-GPU pods
+  are bound only under the same conditions (any pending pod of any scheduler could be bound anywhere).
 - Every failure after the lock is taken — or may have been taken: a lock patch whose answer was lost —
-  releases OUR lock (never another pod's) and FORGETS the pod's reservation, then answers an Error; a
-  failed bind never leaves a node locked by us (HAMi #2214, #2305).
+  releases OUR lock (never another pod's) and forgets the reservation of the pod being bound, and only
+  that: only while it is in flight (`assumed`/`confirmed`), only under the pod's own UID and name; a
+  refused request (not our pod, bound, terminating, another UID, another node than filtered) forgets
+  nothing. A failed bind never leaves a node locked by us (HAMi #2214, #2305).
 - The node in the bind request must be the node Filter chose (HAMi never checks, quirk #17).
 - A pod of an adopted scheduler name (app/core/adoption.py) is refused before anything is written, and
   its counted reservation is kept: such pods are counted, never changed.
-- The pod's allocation, as its annotations say, must still fit next to the node's other reservations in
-  this replica's ledger, and is recorded there in the same transaction (app.core.recheck): leader election
-  is no fence, and this keeps two leaders' overlapping decisions from both being bound.
+- The re-check runs once the node lock is ours, against the node's pods as the API shows them at that
+  moment (a LIST of spec.nodeName) merged with this replica's ledger, and records the pod's row in the
+  same ledger transaction (app.core.recheck): leader election is no fence, and the lock serialises HAMi
+  binds on a node, so two leaders' overlapping decisions cannot both be bound. Before the lock, a deposed
+  leader's in-flight bind and the new leader's could both pass.
+- The bind-phase stamp carries the pod's UID and resourceVersion as preconditions; when the pod changed
+  meanwhile it is re-read and stamped only if its allocation is still the one re-checked.
 - The lock is taken whenever any container — init containers included — asks for devices (HAMi skips
   init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock.
 - A binding whose answer was lost but which happened (the pod is bound to our node) counts as a success,
@@ -32,7 +44,7 @@ from datetime import timedelta
 from typing import Any
 
 from app.context import Context
-from app.core import adoption, nodelock, pods
+from app.core import adoption, mig, nodelock, pods
 from app.core.codec import CodecError
 from app.core.decision import ASSIGNED_NODE, binding_success_event
 from app.core.model import DeviceUse
@@ -55,6 +67,8 @@ NOT_LEADER = "not-leader"
 POD_LOOKUP = "pod-lookup"
 POD_RECREATED = "pod-recreated"
 NOT_OURS = "adopted-pod"  # a pod of an adopted scheduler name: counted, never bound by us
+NO_UID = "bad-request"  # the request carries no PodUID (the route's label for malformed requests)
+NOT_SCHEDULABLE = "not-bindable"  # bound elsewhere, terminating, or not our scheduler's
 INVALID_REQUEST = "invalid-request"
 NOT_FILTERED = "not-filtered-here"
 NODE_LOOKUP = "node-lookup"
@@ -69,11 +83,11 @@ BINDING_UNKNOWN = "binding-unknown"
 @dataclass
 class BindOutcome:
     error: str = ""
-    reason: str = BOUND_OK  # one of the bounded reasons above
     phases: dict[str, float] = field(default_factory=dict)
     lock_waited: float = 0.0
     lock_contended: bool = False
     took_over: str = ""
+    reason: str = BOUND_OK  # one of the bounded reasons above
 
 
 class _Failed(Exception):
@@ -85,6 +99,10 @@ class _Failed(Exception):
         self.reason = reason
         self.event = message if event is None else event
         self.compensate = compensate  # False: the binding may have happened, keep the lock and reservation
+
+
+class _AlreadyBound(Exception):
+    """The pod is bound to the requested node already: the bind answers success and writes nothing."""
 
 
 LOCK_RETRY_FIRST, LOCK_RETRY_FACTOR, LOCK_RETRY_MAX = 0.025, 1.5, 0.25  # seconds: backoff under contention
@@ -122,9 +140,31 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
             delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
 
 
+def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str, DeviceUse]]:
+    """The device uses of the other pods bound to `node`, as the API shows them now (by UID), with the
+    ledger's rules: terminal pods, other schedulers' pods and corrupt allocations hold nothing."""
+    try:
+        found = objects.pods_on_node(context.kube, node)
+    except ApiError as exc:
+        raise _Failed(f"could not list the pods on node {node}: {exc.message}", RECHECK) from None
+    settings, now = context.settings, context.clock()
+    uses: dict[str, dict[str, DeviceUse]] = {}
+    for other in found:
+        try:
+            if pods.uid(other) == ref.uid or pods.is_terminated(other):
+                continue
+            entry = entry_for(other, settings.vendors, settings.counted.names, BOUND, now)
+        except ValueError:  # CodecError, PodError: a corrupt allocation holds nothing (ledger rule)
+            continue
+        if entry is not None:
+            uses[entry.uid] = dict(entry.uses)
+    return uses
+
+
 def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
-    """Re-check the pod's allocation against the other reservations on `node` and record it (a pod another
-    replica filtered is adopted as `confirmed`; our own row keeps its state and age)."""
+    """With the node lock held: re-check the pod's allocation against the other pods on `node` — as the API
+    shows them now, and as this replica's ledger holds them — and record it (a pod another replica
+    filtered is adopted as `confirmed`; our own row keeps its state and age)."""
     who = f"pod {ref.namespace}/{ref.name}"
     settings = context.settings
     try:
@@ -139,18 +179,59 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
     record = snapshot.nodes.get(node) if snapshot is not None else None
     if record is None:
         raise _Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again", RECHECK)
+    on_api = _neighbours(context, ref, node)
     existing = context.ledger.get(ref.uid)
     if existing is not None:
         adopted = replace(adopted, state=existing.state, updated_at=existing.updated_at)
     why = ""
 
-    def check(others: list[dict[str, DeviceUse]], _quota: dict[str, int]) -> Entry | None:
+    def check(in_ledger: dict[str, dict[str, DeviceUse]]) -> Entry | None:
         nonlocal why
-        why = misfit(record.devices, sum_uses(others), adopted.uses)
+        why = misfit(record.devices, sum_uses({**in_ledger, **on_api}.values()), adopted.uses)
         return None if why else adopted
 
-    if context.ledger.assume(ref.uid, node, check) is None:
+    if context.ledger.record_checked(ref.uid, node, check) is None:
         raise _Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again", RECHECK)
+
+
+def _allocation(pod: Mapping[str, Any], context: Context) -> dict[str, str]:
+    """The annotations that make up the pod's allocation (its node, devices and MIG slices)."""
+    keys = {ASSIGNED_NODE, mig.ANNOTATION, *(v.allocated_annotation for v in context.settings.vendors)}
+    return {k: v for k, v in pods.annotations_of(pod).items() if k in keys}
+
+
+STAMP_ATTEMPTS = 3
+
+
+def _stamp(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
+    """bind-phase `allocating`, on the pod as it was re-checked: preconditions on its UID and
+    resourceVersion; a pod changed meanwhile is re-read and stamped only if still unbound, ours and
+    holding the same allocation."""
+    stamp = {BIND_PHASE: PHASE_ALLOCATING, BIND_TIME: str(int(context.clock()))}
+    checked, current = _allocation(pod, context), pod
+    for attempt in range(STAMP_ATTEMPTS):
+        try:
+            objects.patch_pod_metadata(
+                context.kube,
+                ref.namespace,
+                ref.name,
+                stamp,
+                uid=ref.uid,
+                resource_version=objects.resource_version(current) or None,
+            )
+            return
+        except ApiError as exc:
+            if not exc.conflict or attempt == STAMP_ATTEMPTS - 1:
+                raise _Failed(exc.message, PATCH_FAILED) from None
+        try:
+            current = objects.get_pod(context.kube, ref.namespace, ref.name)
+        except ApiError as exc:
+            raise _Failed(exc.message, PATCH_FAILED) from None
+        why = pods.refusal(current, context.settings.scheduler_name)
+        if pods.uid(current) != ref.uid or why or _allocation(current, context) != checked:
+            raise _Failed(
+                why or f"pod {ref.namespace}/{ref.name} changed while it was being bound", PATCH_FAILED
+            )
 
 
 REREAD_DELAYS = (0.1, 0.2, 0.4)  # seconds between the re-reads after a failed binding call
@@ -173,8 +254,38 @@ def _bound_anyway(context: Context, ref: PodRef, node: str) -> bool | None:
     return None
 
 
+def _lookup(context: Context, ref: PodRef, node: str, outcome: BindOutcome) -> dict[str, Any]:
+    """The pod as the API has it; refused (forgetting nothing) unless it is the requested incarnation of a
+    pod of ours that may still be bound. Raises _AlreadyBound for a pod bound to the requested node."""
+    mark = time.perf_counter()
+    try:
+        pod = objects.get_pod(context.kube, ref.namespace, ref.name)
+    except ApiError as exc:
+        raise _Failed(exc.message, POD_LOOKUP, event="") from None
+    outcome.phases["pod_lookup"] = time.perf_counter() - mark
+    who = f"pod {ref.namespace}/{ref.name}"
+    if pods.uid(pod) != ref.uid:  # the request's UID may be another pod's: forget nothing of it
+        message = f"{who} has UID {pods.uid(pod)}, not {ref.uid}"
+        raise _Failed(message, POD_RECREATED, event="", compensate=False)
+    refused = adoption.refusal(context.settings.counted, pod)
+    if refused:
+        raise _Failed(refused, NOT_OURS, event="", compensate=False)  # keep its counted row; write nothing
+    why = pods.refusal(pod, context.settings.scheduler_name)
+    if why:
+        spec, ours = pods.spec(pod), context.settings.scheduler_name
+        retried = spec.get("schedulerName") == ours and spec.get("nodeName") == node
+        if retried and not pods.metadata(pod).get("deletionTimestamp"):
+            raise _AlreadyBound()
+        raise _Failed(why, NOT_SCHEDULABLE, event="", compensate=False)
+    return pod
+
+
 def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
     outcome = BindOutcome()
+    if not uid:
+        outcome.error = f"hami-scheduler: the binding of pod {namespace}/{name} carries no PodUID"
+        outcome.reason = NO_UID
+        return outcome
     status, now = context.status(), context.clock()
     if not status.may_decide(now):
         outcome.error = f"hami-scheduler: {status.why_not(now)}; retry later"
@@ -183,34 +294,15 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     ref = PodRef(namespace, name, uid)
     locked = False
     try:
-        mark = time.perf_counter()
-        try:
-            pod = objects.get_pod(context.kube, namespace, name)
-        except ApiError as exc:
-            raise _Failed(exc.message, POD_LOOKUP, event="") from None
-        outcome.phases["pod_lookup"] = time.perf_counter() - mark
-        if uid and pods.uid(pod) != uid:
-            raise _Failed(
-                f"pod {namespace}/{name} has UID {pods.uid(pod)}, not {uid}: it was recreated",
-                POD_RECREATED,
-                event="",
-            )
-        ref = PodRef(namespace, name, pods.uid(pod))
-        refused = adoption.refusal(context.settings.counted, pod)
-        if refused:
-            raise _Failed(
-                refused, NOT_OURS, event="", compensate=False
-            )  # keep its counted row; write nothing
+        pod = _lookup(context, ref, node, outcome)
         try:
             requests = pods.pod_requests(pod, context.settings.vendors)
         except (InvalidRequest, pods.PodError) as exc:
             raise _Failed(str(exc), INVALID_REQUEST) from None
         assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
         if requests.any and assigned != node:
-            raise _Failed(
-                f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}",
-                NOT_FILTERED,
-            )
+            message = f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}"
+            raise _Failed(message, NOT_FILTERED, compensate=False)
         if not requests.any:  # with devices, taking the lock reads the node
             mark = time.perf_counter()
             try:
@@ -220,20 +312,16 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             outcome.phases["node_lookup"] = time.perf_counter() - mark
         else:
             mark = time.perf_counter()
-            _recheck(context, pod, ref, node)
-            outcome.phases["recheck"] = time.perf_counter() - mark
-            mark = time.perf_counter()
             # From here on every failure releases the lock if it is ours (the release is owner-checked):
             # a CAS whose answer was lost may have taken it even when _lock ends in an error.
             locked = True
             _lock(context, node, ref, outcome)
             outcome.phases["lock"] = time.perf_counter() - mark
+            mark = time.perf_counter()
+            _recheck(context, pod, ref, node)
+            outcome.phases["recheck"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        stamp = {BIND_PHASE: PHASE_ALLOCATING, BIND_TIME: str(int(context.clock()))}
-        try:
-            objects.patch_pod_metadata(context.kube, namespace, name, stamp, uid=ref.uid or None)
-        except ApiError as exc:
-            raise _Failed(exc.message, PATCH_FAILED) from None
+        _stamp(context, pod, ref, node)
         outcome.phases["patch"] = time.perf_counter() - mark
         mark = time.perf_counter()
         try:
@@ -246,6 +334,8 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             if not happened:
                 raise _Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
+    except _AlreadyBound:
+        return outcome  # bound to this node already (a retried bind): nothing to write, nothing to undo
     except (_Failed, LockContention, ApiError) as failure:
         message = failure.message if isinstance(failure, _Failed | ApiError) else str(failure)
         event = failure.event if isinstance(failure, _Failed) else message
@@ -254,7 +344,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         else:
             outcome.reason = LOCK_CONTENDED if isinstance(failure, LockContention) else LOCK_ERROR
         if not isinstance(failure, _Failed) or failure.compensate:
-            _compensate(context, ref, uid, node, locked)
+            _compensate(context, ref, node, locked)
         if event and context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, event)
         outcome.error = message
@@ -265,12 +355,12 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     return outcome
 
 
-def _compensate(context: Context, ref: PodRef, uid: str, node: str, locked: bool) -> None:
-    """Release our lock (only ours) and forget the reservation; each step is attempted even if one fails."""
+def _compensate(context: Context, ref: PodRef, node: str, locked: bool) -> None:
+    """Release our lock (only ours) and forget the in-flight reservation of the pod being bound (only
+    its); each step is attempted even if one fails."""
     if locked:
         # If even the release fails, the next binder takes the lock over once this unbound holder's bind
         # attempt is stale (app.core.nodelock.classify_holder).
         with contextlib.suppress(ApiError):
             release_node_lock(context.kube, node, ref.namespace, ref.name, owner_uid=ref.uid)
-    for key in {uid, ref.uid} - {""}:
-        context.ledger.forget(key)
+    context.ledger.forget_in_flight(ref.uid, ref.namespace, ref.name)

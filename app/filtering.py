@@ -188,6 +188,37 @@ def _denial(failed: Mapping[str, str]) -> str:
     return counts.most_common(1)[0][0] if counts else "no-candidates"
 
 
+def _probe(context: Context, pod: Mapping[str, Any]) -> PodContext | FilterOutcome:
+    """The pod's requests and hints, or the Error answer for a pod that does not decode."""
+    try:
+        return pod_context(pod, context.settings.vendors, context.settings.policies, {})
+    except PodError as exc:
+        return FilterOutcome(error=f"invalid pod: {exc}", denial="bad-request")
+    except InvalidRequest as exc:
+        return FilterOutcome(error=str(exc), denial="invalid-request")
+    except CodecError as exc:
+        return FilterOutcome(
+            error=f"calcScore failed {exc} for pod {pods.name(pod)}", denial="invalid-request"
+        )
+
+
+def _current(context: Context, probe: PodContext, uid: str) -> dict[str, Any] | FilterOutcome:
+    """The pod as the API has it now, or the Error answer: the decision and the annotations it writes are
+    for that pod, never for the request body, which anyone reaching /filter could have forged (issue 11)."""
+    try:
+        current = objects.get_pod(context.kube, probe.namespace, probe.name)
+    except ApiError as exc:
+        return FilterOutcome(error=exc.message, denial="pod-lookup")
+    if pods.uid(current) != uid:
+        who = f"pod {probe.namespace}/{probe.name}"
+        return FilterOutcome(error=f"{who} has UID {pods.uid(current)}, not {uid}", denial="refused")
+    refused = adoption.refusal(context.settings.counted, current)
+    if refused:
+        return FilterOutcome(error=refused, denial="adopted")
+    why = pods.refusal(current, context.settings.scheduler_name)
+    return FilterOutcome(error=f"hami-scheduler: {why}", denial="refused") if why else current
+
+
 def filter_pod(
     context: Context,
     pod: Mapping[str, Any] | None,
@@ -197,24 +228,22 @@ def filter_pod(
     started = time.perf_counter()
     if pod is None:
         return FilterOutcome(error="extender args missing pod", denial="bad-request")
-    vendors = context.settings.vendors
-    try:
-        probe = pod_context(pod, vendors, context.settings.policies, {})
-    except PodError as exc:
-        return FilterOutcome(error=f"invalid pod: {exc}", denial="bad-request")
-    except InvalidRequest as exc:
-        return FilterOutcome(error=str(exc), denial="invalid-request")
-    except CodecError as exc:
-        return FilterOutcome(
-            error=f"calcScore failed {exc} for pod {pods.name(pod)}", denial="invalid-request"
-        )
+    probe = _probe(context, pod)
+    if isinstance(probe, FilterOutcome):
+        return probe
     if not probe.requests.any:
         return FilterOutcome(node_names=node_names, nodes=nodes, passthrough=True)  # §4.1 step 1
-    if nodes is not None:
+    if nodes is not None:  # decides on the given nodes alone and writes nothing
         return simulate(context, pod, nodes)
     refused = adoption.refusal(context.settings.counted, pod)
     if refused:
         return FilterOutcome(error=refused, denial="adopted")
+    uid = pods.uid(pod)
+    if not uid:
+        return FilterOutcome(
+            error=f"hami-scheduler: pod {probe.namespace}/{probe.name} in the extender args carries no UID",
+            denial="bad-request",
+        )
     if node_names is None:
         return FilterOutcome(error="extender args have neither Nodes nor NodeNames", denial="bad-request")
     not_ready = _wait_until_ready(context)
@@ -223,9 +252,17 @@ def filter_pod(
     snapshot = context.refresh()
     if snapshot is None:
         return FilterOutcome(error="hami-scheduler: no node inventory yet; retry later", denial="not-ready")
+    mark = time.perf_counter()
+    current = _current(context, probe, uid)
+    if isinstance(current, FilterOutcome):
+        return current
+    probe = _probe(context, current)
+    if isinstance(probe, FilterOutcome):
+        return probe
     outcome = FilterOutcome()
-    outcome.phases["prepare"] = time.perf_counter() - started
-    return _place(context, pod, probe, node_names, snapshot, outcome)
+    outcome.phases["pod_lookup"] = time.perf_counter() - mark
+    outcome.phases["prepare"] = mark - started
+    return _place(context, current, probe, node_names, snapshot, outcome)
 
 
 def _place(
@@ -240,7 +277,8 @@ def _place(
     if reserved is None:
         return outcome
     stale = [mig.ANNOTATION] if mig.ANNOTATION in pods.annotations_of(pod) else []
-    return _commit(context, _ref(pod, probe), reserved, len(candidates), outcome, stale)
+    version = objects.resource_version(pod)
+    return _commit(context, _ref(pod, probe), reserved, len(candidates), outcome, stale, version)
 
 
 def reserve(
@@ -289,9 +327,12 @@ def _commit(
     candidates: int,
     outcome: FilterOutcome,
     stale: list[str],
+    version: str,
 ) -> FilterOutcome:
     """Write the decision onto the pod, deleting `stale` annotations of an earlier decision it does not
-    replace (a re-filtered pod's MIG allocations); FORGET the reservation if that fails."""
+    replace (a re-filtered pod's MIG allocations); FORGET the reservation if that fails. The patch is
+    conditional on the pod's UID and on `version`, the resourceVersion the refusal checks saw: a pod
+    bound, deleted or changed since gets nothing written."""
     mark = time.perf_counter()
     node, uid = reserved.node, ref.uid
     annotations: dict[str, str | None] = dict.fromkeys(stale)
@@ -300,7 +341,13 @@ def _commit(
     )
     try:
         objects.patch_pod_metadata(
-            context.kube, ref.namespace, ref.name, annotations, {ASSIGNED_NODE: node}, uid=uid or None
+            context.kube,
+            ref.namespace,
+            ref.name,
+            annotations,
+            {ASSIGNED_NODE: node},
+            uid=uid,
+            resource_version=version or None,
         )
     except ApiError as exc:
         context.ledger.forget(uid)

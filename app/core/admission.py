@@ -13,8 +13,11 @@ Differences from HAMi (docs/webhook.md): annotations only the scheduler and the 
 (`hami.io/vgpu-*`, `hami.io/bind-*`, each vendor's allocation keys) are removed on CREATE whatever the
 pod's scheduler (HAMi #3041: a foreign-scheduler pod could carry a forged allocation the device plugin
 honours), and on UPDATE a change to them is denied unless the user is trusted; UPDATE mutates nothing
-else. A device resource value the filter would refuse (e.g. `nvidia.com/gpumem: 16Gi`) is denied with
-code 400 instead of admitted as a non-GPU pod (quirk #5).
+else. A bound pod's allocation (its `hami.io/vgpu-node`, allocation annotations and MIG placements) is
+immutable for everyone, trusted users included (issue 11): its devices were handed to the running
+containers, so no write, forged or buggy, may make the capacity look free. A device resource value the
+filter would refuse (e.g. `nvidia.com/gpumem: 16Gi`) is denied with code 400 instead of admitted as a
+non-GPU pod (quirk #5).
 
 The HTTP layer calls `parse_review` → `admit` → `review_response` (the envelope lives in app.core.review
 and is re-exported here).
@@ -30,7 +33,8 @@ from typing import Any
 
 import jsonpatch
 
-from app.core import pods
+from app.core import mig, pods
+from app.core.decision import ASSIGNED_NODE
 from app.core.model import QuotaView
 from app.core.pods import PodError
 from app.core.quota import admission_fits
@@ -255,7 +259,34 @@ def _update(
     if changed and request.username not in settings.trusted_users:
         user = request.username or "(unknown user)"
         return denied(f"{user} may not change scheduler-owned annotations: {', '.join(changed)}")
+    moved = _reallocated(old, new, request.old_pod, vendors)
+    if moved:
+        who = request.username or "(unknown user)"
+        return denied(f"the allocation of a bound pod is immutable: {who} may not change {', '.join(moved)}")
     return allowed()
+
+
+def _placements(annotations: Mapping[str, str]) -> set[tuple[object, ...]]:
+    """The MIG slices an allocation names, without the runtime identity the device plugin adds to them."""
+    entries = mig.pod_allocations(annotations)
+    return {(e.container_index, e.device_index, e.gpu_uuid, e.profile, e.placement) for e in entries}
+
+
+def _reallocated(
+    old: Mapping[str, str], new: Mapping[str, str], old_pod: object, vendors: Sequence[Vendor]
+) -> list[str]:
+    """The allocation keys an UPDATE of a bound pod would change, whoever asks (issue 11): the device
+    plugin handed those devices to the running containers, so its node, device allocation and MIG
+    placements stay what the pod was bound with (the device plugin's own writes — bind-phase, the
+    to-allocate list, MIG runtime identity — are not among them)."""
+    spec = old_pod.get("spec") if isinstance(old_pod, dict) else None
+    if not isinstance(spec, dict) or not spec.get("nodeName"):
+        return []
+    keys = {ASSIGNED_NODE, *(v.allocated_annotation for v in vendors)}
+    moved = sorted(key for key in keys if old.get(key) != new.get(key))
+    if old.get(mig.ANNOTATION) != new.get(mig.ANNOTATION) and _placements(old) != _placements(new):
+        moved.append(mig.ANNOTATION)
+    return moved
 
 
 def _owned(obj: object, path: str, vendors: Sequence[Vendor]) -> dict[str, str]:

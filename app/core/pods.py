@@ -135,3 +135,22 @@ def phase(pod: Mapping[str, Any]) -> str:
 
 def is_terminated(pod: Mapping[str, Any]) -> bool:
     return phase(pod) in ("Succeeded", "Failed")
+
+
+def refusal(pod: Mapping[str, Any], scheduler_name: str) -> str:
+    """Why /filter and /bind must not act for this pod as the API shows it, "" when they may (issue 11).
+
+    Only pods of our scheduler that are neither bound nor being deleted: a bound pod's allocation is what
+    the device plugin handed to its containers, a terminating pod must not be given anything, and a pod of
+    another scheduler is not ours to place or bind, whoever asks.
+    """
+    who = f"pod {namespace(pod)}/{name(pod)}"
+    named = spec(pod).get("schedulerName") or ""
+    if named != scheduler_name:
+        return f"{who} is not scheduled by {scheduler_name} (schedulerName {named or '<none>'})"
+    if metadata(pod).get("deletionTimestamp"):
+        return f"{who} is being deleted"
+    node = spec(pod).get("nodeName")
+    if node:
+        return f"{who} is already bound to node {node}"
+    return ""

@@ -145,6 +145,13 @@ def bind_pod(kube: Kube, namespace: str, name: str, uid: str, node: str) -> None
     _call(kube, "POST", _pod_path(namespace, name) + "/binding", body)
 
 
+def pods_on_node(kube: Kube, node: str) -> list[dict[str, Any]]:
+    """Every pod bound to `node`, as the API shows them now (a LIST without resourceVersion: a consistent
+    read; Kubernetes >= 1.31 serves it from the watch cache's spec.nodeName index)."""
+    items, _ = list_raw(kube, "pods", field_selector=f"spec.nodeName={node}")
+    return items
+
+
 def list_raw(
     kube: Kube, kind: str, *, label_selector: str = "", field_selector: str = "", page_size: int = 500
 ) -> tuple[list[dict[str, Any]], str]:

@@ -255,6 +255,12 @@ class Ledger:
         rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
         return [_decode_uses(uses) for (uses,) in rows]
 
+    def node_uses_by_uid(
+        self, db: sqlite3.Connection, node: str, exclude_uid: str
+    ) -> dict[str, dict[str, DeviceUse]]:
+        query = "SELECT uid, uses FROM reservations WHERE node = ? AND uid != ?"
+        return {str(uid): _decode_uses(uses) for uid, uses in db.execute(query, (node, exclude_uid))}
+
     def quota_used(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> dict[str, int]:
         """resource -> amount held by the namespace's reservations other than `exclude_uid`'s."""
         used = {
@@ -289,6 +295,17 @@ class Ledger:
                 self._put(db, entry)
             return entry
 
+    def record_checked(
+        self, uid: str, node: str, check: Callable[[dict[str, dict[str, DeviceUse]]], Entry | None]
+    ) -> Entry | None:
+        """/bind's re-check: like `assume`, but `check` sees the other reservations on `node` by UID, so
+        that it can merge them with the node's pods as the API shows them (each pod counted once)."""
+        with self.transaction() as db:
+            entry = check(self.node_uses_by_uid(db, node, uid))
+            if entry is not None:
+                self._put(db, entry)
+            return entry
+
     def get(self, uid: str) -> Entry | None:
         with self._lock:
             row = self._db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE uid = ?", (uid,)).fetchone()
@@ -309,9 +326,19 @@ class Ledger:
             return True
 
     def forget(self, uid: str) -> bool:
-        """Remove one reservation (the failure path of filter and bind); True if there was one."""
+        """Remove one reservation (the failure path of filter); True if there was one."""
         with self.transaction() as db:
             return self._delete(db, uid)
+
+    def forget_in_flight(self, uid: str, namespace: str, name: str) -> bool:
+        """The failure path of bind: remove the pod's reservation only while it is in flight (`assumed` or
+        `confirmed`) and only if it is this pod's (namespace/name): never a bound pod's, never another's."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT 1 FROM reservations WHERE uid = ? AND namespace = ? AND name = ? AND state IN (?, ?)",
+                (uid, namespace, name, ASSUMED, CONFIRMED),
+            ).fetchone()
+            return self._delete(db, uid) if row else False
 
     # -- reconciliation (registration worker) -----------------------------------------------------------
 

@@ -69,7 +69,13 @@ class Objects:
         self, rtype: ResourceType, namespace: str | None, labels: LabelSelector, fields: FieldSelector
     ) -> tuple[int, list[Entry]]:
         """The current version and the matching entries in (namespace, name) order."""
-        rv, entries = self._store.snapshot(rtype, namespace if rtype.namespaced else None)
+        wanted = (r.value for r in fields.requirements if r.label == "spec.nodeName" and not r.negate)
+        node = next(wanted, None)
+        if rtype is PODS and node:  # the index, as kube-apiserver's watch cache has it
+            rv, entries = self._store.pods_on_node(node)
+            entries = [e for e in entries if namespace is None or e.metadata.get("namespace") == namespace]
+        else:
+            rv, entries = self._store.snapshot(rtype, namespace if rtype.namespaced else None)
         if labels.requirements or fields.requirements:
             entries = [
                 e for e in entries if labels.matches(e.metadata.get("labels")) and fields.matches(e.obj)

@@ -76,6 +76,9 @@ class Store:
         self._log: deque[Change] = deque(maxlen=window)
         self._floor = 0  # newest version no longer in the log (watches from below it get 410)
         self._subscribers: dict[str, set[Subscriber]] = {}
+        # pods by spec.nodeName, as kube-apiserver's watch cache indexes them (the kubelet's and /bind's
+        # `fieldSelector=spec.nodeName=N` lists then cost the pods of one node, not of the cluster)
+        self._pods_on_node: dict[str, dict[tuple[str, str], Entry]] = {}
 
     @property
     def rv(self) -> int:
@@ -92,6 +95,29 @@ class Store:
             if namespace is not None:
                 return self._rv, list(buckets.get(namespace, {}).values())
             return self._rv, [e for bucket in buckets.values() for e in bucket.values()]
+
+    def pods_on_node(self, node: str) -> tuple[int, list[Entry]]:
+        """The current version and the pods bound to `node` (every namespace)."""
+        with self.lock:
+            return self._rv, list(self._pods_on_node.get(node, {}).values())
+
+    def _index(self, rtype: ResourceType, entry: Entry | None, prev: Entry | None) -> None:
+        if rtype.key != "pods":
+            return
+        for old, new in ((prev, None), (entry, entry)):
+            if old is None:
+                continue
+            node = (old.obj.get("spec") or {}).get("nodeName")
+            if not isinstance(node, str) or not node:
+                continue
+            key = (old.metadata.get("namespace", ""), old.metadata["name"])
+            if new is None:
+                bucket = self._pods_on_node.get(node, {})
+                bucket.pop(key, None)
+                if not bucket:
+                    self._pods_on_node.pop(node, None)
+            else:
+                self._pods_on_node.setdefault(node, {})[key] = new
 
     def bucket(self, rtype: ResourceType, namespace: str) -> list[Entry]:
         """The entries of one namespace; the caller holds ``lock``."""
@@ -114,6 +140,7 @@ class Store:
         meta = entry.metadata
         namespace = meta.get("namespace", "") if rtype.namespaced else ""
         self._objects.setdefault(rtype.key, {}).setdefault(namespace, {})[meta["name"]] = entry
+        self._index(rtype, entry, prev)
         self._publish(Change(self._rv, rtype.key, MODIFIED if prev else ADDED, entry, prev))
         return entry
 
@@ -127,6 +154,7 @@ class Store:
         del bucket[meta["name"]]
         if not bucket:
             del self._objects[rtype.key][namespace]
+        self._index(rtype, None, current)
         self._publish(Change(self._rv, rtype.key, DELETED, final, current))
         return final
 
@@ -176,6 +204,7 @@ class Store:
         any earlier version is 410 Expired and its client re-lists instead of missing the deletions."""
         with self.lock:
             self._objects.clear()
+            self._pods_on_node.clear()
             self._log.clear()
             self._rv += 1
             self._floor = self._rv

@@ -605,6 +605,70 @@ def test_update_of_owned_annotations(
         assert "may not change scheduler-owned annotations" in outcome.message
 
 
+MIG_OLD = (
+    '[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"1g.10gb",'
+    '"placement":{"start":0,"size":1}}]'
+)
+MIG_IDENTIFIED = MIG_OLD.replace(
+    '"size":1}}', '"size":1},"migUUID":"MIG-1","gpuInstanceID":1,"computeInstanceID":0}'
+)
+MIG_MOVED = MIG_OLD.replace('"start":0', '"start":1')
+ALLOCATED = {"hami.io/vgpu-node": "n1", "hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,1000,0:;"}
+BOUND_CASES = [
+    # (id, old annotations, new annotations, user, allowed) on a pod bound to n1
+    ("scheduler-moves-node", ALLOCATED, {**ALLOCATED, "hami.io/vgpu-node": "n2"}, SCHEDULER_SA, False),
+    (
+        "scheduler-rewrites-devices",
+        ALLOCATED,
+        {**ALLOCATED, "hami.io/vgpu-devices-allocated": "GPU-b,NVIDIA,1000,0:;"},
+        SCHEDULER_SA,
+        False,
+    ),
+    ("plugin-removes-allocation", ALLOCATED, {"hami.io/vgpu-node": "n1"}, PLUGIN_SA, False),
+    ("plugin-sets-phase", ALLOCATED, {**ALLOCATED, "hami.io/bind-phase": "success"}, PLUGIN_SA, True),
+    (
+        "plugin-pops-to-allocate",
+        {**ALLOCATED, "hami.io/vgpu-devices-to-allocate": "GPU-a,NVIDIA,1000,0:;"},
+        {**ALLOCATED, "hami.io/vgpu-devices-to-allocate": ";"},
+        PLUGIN_SA,
+        True,
+    ),
+    (
+        "plugin-adds-mig-identity",
+        {**ALLOCATED, "hami.io/vgpu-mig-allocations": MIG_OLD},
+        {**ALLOCATED, "hami.io/vgpu-mig-allocations": MIG_IDENTIFIED},
+        PLUGIN_SA,
+        True,
+    ),
+    (
+        "scheduler-moves-mig-slice",
+        {**ALLOCATED, "hami.io/vgpu-mig-allocations": MIG_OLD},
+        {**ALLOCATED, "hami.io/vgpu-mig-allocations": MIG_MOVED},
+        SCHEDULER_SA,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "user", "allowed"), [c[1:] for c in BOUND_CASES], ids=[c[0] for c in BOUND_CASES]
+)
+def test_a_bound_pods_allocation_is_immutable(
+    old: dict[str, str], new: dict[str, str], user: str, allowed: bool
+) -> None:
+    """Issue 11: even a trusted user may not move a bound pod's allocation (the devices were handed to
+    its containers); the device plugin's own writes stay allowed."""
+    outcome = run(
+        make_pod(GPU, annotations=new, nodeName="n1"),
+        operation="UPDATE",
+        old=make_pod(GPU, annotations=old, nodeName="n1"),
+        user=user,
+    )
+    assert outcome.allowed is allowed, outcome.message
+    if not allowed:
+        assert outcome.message.startswith("the allocation of a bound pod is immutable: ")
+
+
 def test_update_denial_names_user_and_keys() -> None:
     old = make_pod(GPU)
     new = make_pod(GPU, annotations={"hami.io/vgpu-time": "1", "hami.io/vgpu-node": "n"})

@@ -254,3 +254,30 @@ def test_update_of_scheduler_owned_annotations_needs_a_trusted_user(
     if not allowed:
         assert response["status"]["code"] == 403
         assert "may not change scheduler-owned annotations" in response["status"]["message"]
+
+
+def _bound(annotations: dict[str, str]) -> dict[str, Any]:
+    pod = _with(annotations)
+    pod["spec"]["nodeName"] = NODE
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("new", "allowed"),
+    [
+        ({**OURS, "hami.io/vgpu-devices-allocated": WHOLE_GPU}, False),
+        ({**OURS, "hami.io/vgpu-node": "elsewhere"}, False),
+        ({"hami.io/vgpu-node": NODE}, False),
+        ({**OURS, "hami.io/bind-phase": "success"}, True),
+    ],
+    ids=["rewrite-devices", "move-node", "drop-allocation", "bind-phase"],
+)
+def test_nobody_may_change_a_bound_pods_allocation(new: dict[str, str], allowed: bool, service: Any) -> None:
+    """Issue 11, finding 3 without our service: even the scheduler's own ServiceAccount (the identity a
+    forged /filter used to borrow) may not rewrite the allocation of a bound pod."""
+    body = review(_bound(new), "UPDATE", _bound(OURS), TRUSTED)
+    response = service.post_json("/webhook", body).json()["response"]
+    assert response["allowed"] is allowed
+    if not allowed:
+        assert response["status"]["code"] == 403
+        assert "the allocation of a bound pod is immutable" in response["status"]["message"]
