@@ -73,14 +73,16 @@ def pod_name(index: int) -> str:
     return socket.gethostname()
 
 
-def install_chart(stack: Stack, values: Mapping[str, Any]) -> ChartSetup:
-    """Render the chart, create the namespaces and RBAC, write the TLS and device-config files."""
+def install_chart(stack: Stack, values: Mapping[str, Any], rbac: bool = True) -> ChartSetup:
+    """Render the chart, create the namespaces and (with `rbac`; the emulator has no RBAC API) the RBAC
+    objects, write the TLS and device-config files."""
     assert stack.kube is not None
     try:
         objects = tuple(chart.render(values))
         chart.ensure_namespaces(stack.kube, [RELEASE_NAMESPACE, *NAMESPACES])
-        rbac = [o for o in objects if o["kind"] in chart.RBAC_KINDS]
-        chart.apply(stack.kube, [*rbac, *chart.DEVICE_PLUGIN_RBAC])
+        if rbac:
+            roles = [o for o in objects if o["kind"] in chart.RBAC_KINDS]
+            chart.apply(stack.kube, [*roles, *chart.DEVICE_PLUGIN_RBAC])
     except (chart.ChartError, KubeError) as exc:
         raise DemoFailure(f"installing the chart's objects failed: {exc}") from None
     tls = chart.write_tls(objects, stack.workdir / "tls")

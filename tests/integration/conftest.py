@@ -34,8 +34,7 @@ Fixtures (all generic; build your scenario from them):
 
 - `scheduler_lease` (function scope): a `SchedulerLease` playing the co-located kube-scheduler for
   follow mode — writes the Lease ("kube-scheduler", 4 s) and, with `hold(holder)`, renews it every second
-  from a thread until `stop()` (which returns the last renewTime). `lease_holders` makes more, for any
-  Lease name and namespace.
+  from a thread until `stop()` (which returns the last renewTime).
 - `wait_for` (a function): `wait_for(predicate, timeout, what)` polls with a deadline, never a bare sleep.
 - `worker_is_available`: whether `python -m workers` exists (for tests that need the real worker).
 
@@ -486,14 +485,9 @@ class SchedulerLease:
     (holders look like `<pod>_<uuid>`); `stop()` stops the renewals and returns the last renewTime."""
 
     def __init__(
-        self,
-        kubeconfig: Path,
-        name: str = "kube-scheduler",
-        duration: int = 4,
-        period: float = 1.0,
-        namespace: str = "default",
+        self, kubeconfig: Path, name: str = "kube-scheduler", duration: int = 4, period: float = 1.0
     ) -> None:
-        self.name, self.namespace, self.duration, self.period = name, namespace, duration, period
+        self.name, self.namespace, self.duration, self.period = name, "default", duration, period
         self._api: Any = kconfig.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
         self._leases = kclient.CoordinationV1Api(self._api)
         self._lock = threading.Lock()
@@ -563,24 +557,6 @@ def scheduler_lease(emulator: EmulatorProcess) -> Iterator[SchedulerLease]:
     finally:
         lease.close()
     assert lease.errors == [], lease.errors
-
-
-@pytest.fixture
-def lease_holders(emulator: EmulatorProcess) -> Iterator[Callable[..., SchedulerLease]]:
-    """A factory of `SchedulerLease`s for any Lease (`lease_holders(name=..., namespace=..., duration=...)`);
-    every one is closed at the end and its renewals must not have failed."""
-    made: list[SchedulerLease] = []
-
-    def make(**options: Any) -> SchedulerLease:
-        made.append(SchedulerLease(emulator.kubeconfig, **options))
-        return made[-1]
-
-    try:
-        yield make
-    finally:
-        for lease in made:
-            lease.close()
-    assert [error for lease in made for error in lease.errors] == []
 
 
 # --- the registration worker's part ----------------------------------------------------------------------

@@ -27,6 +27,7 @@ both oversubscribe a GPU.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -196,6 +197,57 @@ def new_pod(index: int) -> dict[str, Any]:
             "containers": [{"name": "c", "image": "cuda", "resources": {"limits": limits}}],
         },
     }
+
+
+class LeaseHolder:
+    """Plays a kube-scheduler's part of a Lease (HAMi's before it stops, ours on the emulator): `hold`
+    writes it with renewTime now and renews it every second from a thread until `stop`, which returns the
+    last renewTime. Works against the emulator and a real API server alike (admin client)."""
+
+    def __init__(self, kube: Kube, name: str, namespace: str, duration: int) -> None:
+        self.kube, self.name, self.namespace, self.duration = kube, name, namespace, duration
+        self.renewed = 0.0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _write(self, holder: str) -> None:
+        now = time.time()
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        spec = {"holderIdentity": holder, "leaseDurationSeconds": self.duration, "renewTime": stamp}
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+        try:
+            self.kube.patch(f"{path}/{self.name}", {"spec": spec})
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            lease = {
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {**spec, "acquireTime": stamp},
+            }
+            self.kube.create(path, lease)
+        self.renewed = now
+
+    def hold(self, holder: str) -> None:
+        self._write(holder)
+        self._stop.clear()
+
+        def renew() -> None:
+            while not self._stop.wait(1.0):
+                try:
+                    self._write(holder)
+                except KubeError as exc:
+                    self.errors.append(str(exc))
+
+        self._thread = threading.Thread(target=renew, name=f"lease-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> float:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        return self.renewed
 
 
 # --- the checks --------------------------------------------------------------------------------------------
