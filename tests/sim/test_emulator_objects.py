@@ -435,7 +435,7 @@ def test_discovery_documents(sim: EmulatorHandle) -> None:
     assert sim.call("GET", "/version")["gitVersion"].startswith("v1.")
     assert sim.call("GET", "/api")["versions"] == ["v1"]
     groups = {g["name"] for g in sim.call("GET", "/apis")["groups"]}
-    assert groups == {"events.k8s.io", "coordination.k8s.io"}
+    assert groups == {"events.k8s.io", "coordination.k8s.io", "policy"}  # policy: eviction, budgets
     core = {r["name"]: r for r in sim.call("GET", "/api/v1")["resources"]}
     assert {"pods", "pods/binding", "pods/status", "nodes", "nodes/status", "namespaces", "events"} <= set(
         core
