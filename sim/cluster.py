@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ def start_cluster(
     values: Mapping[str, Any] | None = None,
     external: ExternalExtender | None = None,
     scheduler_qps: int = 0,
+    replica_nodes: Sequence[str] = (),
 ) -> Kube:
     """Control plane, nodes, worker, service (waited for until Ready with every node) and scheduler.
 
@@ -61,7 +62,8 @@ def start_cluster(
     "real": then `sim.realcluster` builds the cluster from our chart). `scheduler=False` leaves the
     kube-scheduler out (the caller plays it); `service_env` adds to or overrides the worker's and the
     service's environment; `values` are the chart's values, `external` an extender the harness did not
-    start, `scheduler_qps` kube-scheduler's client rate (real control plane only; see sim.realcluster). The
+    start, `scheduler_qps` kube-scheduler's client rate, `replica_nodes` the nodes of the replicas' pods (real
+    control plane only; see sim.realcluster). The
     API client returned is also `stack.kube`.
     """
     if getattr(args, "control_plane", "emulator") == "real":
@@ -73,6 +75,7 @@ def start_cluster(
             values=values,
             external=external,
             scheduler_qps=scheduler_qps,
+            replica_nodes=replica_nodes,
         )
     if external is not None:
         raise DemoFailure("an external extender needs the real control plane (--control-plane real)")

@@ -12,10 +12,12 @@ controller does for two minutes.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sim.apiserver.eviction import ready, selector
+from sim.kube import Kube, KubeError
 
 
 def _count(value: Any, total: int, *, round_up: bool) -> int:
@@ -61,3 +63,35 @@ def pdb_status(budget: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> 
         "disruptionsAllowed": max(0, healthy - desired),
         "disruptedPods": disrupted or None,
     }
+
+
+class DisruptionController:
+    """kube-controller-manager's disruption controller for one budget: every `period` seconds its status
+    from the pods, written to the status subresource (on the emulator or the real API server)."""
+
+    def __init__(self, kube: Kube, namespace: str, name: str, period: float = 0.2) -> None:
+        self._kube, self._period = kube, period
+        self._path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}"
+        self._pods = f"/api/v1/namespaces/{namespace}/pods"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="disruption", daemon=True)
+
+    def start(self) -> DisruptionController:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._kube.get(self._path).get("status") or {})
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period):
+            try:
+                budget = self._kube.get(self._path)
+                pods = self._kube.list(self._pods)[1]
+                self._kube.patch(f"{self._path}/status", {"status": pdb_status(budget, pods)})
+            except KubeError:  # a conflict or a server going away: the next round computes it again
+                continue

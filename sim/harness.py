@@ -48,6 +48,9 @@ class ClusterOptions:
     chart_values: Mapping[str, Any] = field(default_factory=dict)  # real control plane: helm values
     external: ExternalExtender | None = None  # real: drive an extender/webhook the harness did not start
     scheduler_qps: int = 0  # real: kube-scheduler clientConnection qps (burst 2x); 0: the default
+    replica_nodes: tuple[
+        str, ...
+    ] = ()  # real: replica i runs as the pod on node i (NODE_NAME; sim.replicapods)
 
     def namespace(self, control_plane: str) -> argparse.Namespace:
         return argparse.Namespace(
@@ -55,7 +58,15 @@ class ClusterOptions:
             **{
                 k: getattr(self, k)
                 for k in self.__dataclass_fields__
-                if k not in ("scheduler", "service_env", "chart_values", "external", "scheduler_qps")
+                if k
+                not in (
+                    "scheduler",
+                    "service_env",
+                    "chart_values",
+                    "external",
+                    "scheduler_qps",
+                    "replica_nodes",
+                )
             },
         )
 
@@ -77,6 +88,7 @@ def running_cluster(
             values=dict(options.chart_values),
             external=options.external,
             scheduler_qps=options.scheduler_qps,
+            replica_nodes=options.replica_nodes,
         )
         yield stack
     finally:

@@ -22,7 +22,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,9 +102,11 @@ def start_replica(
     workers: int,
     service_env: Mapping[str, str] | None = None,
     gunicorn_config: str = "config/gunicorn.conf.py",
+    node: str = "",
 ) -> str:
     """Our registration worker and Gunicorn of replica `index` (`gunicorn_config`: the benchmark's adds
-    request timing); returns the service's URL once it answers."""
+    request timing; as the pod on `node`, if given: NODE_NAME, so it hands over when that node is
+    cordoned); returns the service's URL once it answers."""
     assert stack.control_plane is not None
     suffix, name = replica_suffix(index), pod_name(index)
     port = free_port()
@@ -117,7 +119,7 @@ def start_replica(
     }
     service = {
         **os.environ,
-        **chart.container_env(setup.objects, "extender", name, RELEASE_NAMESPACE),
+        **chart.container_env(setup.objects, "extender", name, RELEASE_NAMESPACE, node),
         **local,
         "HAMI_BIND": f"127.0.0.1:{port}",
         "HAMI_WORKERS": str(workers),
@@ -128,7 +130,7 @@ def start_replica(
     }
     worker = {
         **os.environ,
-        **chart.container_env(setup.objects, "worker", name, RELEASE_NAMESPACE),
+        **chart.container_env(setup.objects, "worker", name, RELEASE_NAMESPACE, node),
         **local,
         "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / f"prometheus-worker{suffix}"),
@@ -180,6 +182,18 @@ def leader_url(stack: Stack, nodes: int) -> str | None:
     return None
 
 
+def ready_replicas(stack: Stack) -> list[int]:
+    """The indexes of the replicas whose /readyz answers 200 (the leader, with leader-only readiness)."""
+    ready = []
+    for index, url in enumerate(stack.replica_urls):
+        try:
+            if stack.http.request("GET", f"{url}/readyz", retries=False, timeout=2.0).status == 200:
+                ready.append(index)
+        except (OSError, urllib3.exceptions.HTTPError):  # a stopped replica refuses the connection
+            continue
+    return ready
+
+
 def start_kube_scheduler(
     stack: Stack, setup: ChartSetup, index: int, extender_url: str, qps: int = 0, ca_file: str = ""
 ) -> None:
@@ -205,11 +219,13 @@ def start_real_cluster(
     values: Mapping[str, Any] | None = None,
     external: ExternalExtender | None = None,
     scheduler_qps: int = 0,
+    replica_nodes: Sequence[str] = (),
 ) -> Kube:
     """The stack of `sim.cluster.start_cluster` on the real control plane, with the chart's `values`
     (`replicas`: that many replicas, each with its own kube-scheduler as the chart deploys them;
-    `leaderElection.mode`). Without a scheduler leader election is off (in follow mode nothing else would
-    make a replica the leader). `stack.service_url` ends as the leader's URL. With `external`, none of
+    `leaderElection.mode`; replica i as the pod on `replica_nodes[i]` when given, see sim.replicapods).
+    Without a scheduler leader election is off (in follow mode nothing else would make a replica the
+    leader). `stack.service_url` ends as the leader's URL. With `external`, none of
     ours runs: the control plane, the nodes and one kube-scheduler at the given extender."""
     values = dict(values or {})
     stack.start_control_plane("real")
@@ -226,7 +242,10 @@ def start_real_cluster(
     if not scheduler:
         env.setdefault("HAMI_LEADER_ELECT", "false")
     replicas = int(values.get("replicas") or 1)
-    stack.replica_urls = [start_replica(stack, setup, i, args.workers, env) for i in range(replicas)]
+    nodes = [*replica_nodes, *[""] * replicas][:replicas]
+    stack.replica_urls = [
+        start_replica(stack, setup, i, args.workers, env, node=node) for i, node in enumerate(nodes)
+    ]
     stack.service_url = stack.replica_urls[0]
     extender, webhook = services(stack, setup)
     register_webhook(stack, setup, webhook)

@@ -185,13 +185,18 @@ def webhook_configuration(objects: Iterable[Obj], url: str) -> Obj:
     return hook
 
 
-def container_env(objects: Iterable[Obj], container: str, pod_name: str, namespace: str) -> dict[str, str]:
-    """The Deployment's `container` environment, with the downward API's pod name and namespace."""
+def container_env(
+    objects: Iterable[Obj], container: str, pod_name: str, namespace: str, node: str = ""
+) -> dict[str, str]:
+    """The Deployment's `container` environment, with the downward API's pod name and namespace, and the
+    pod's node when it runs as a Pod on one (`node`; otherwise NODE_NAME stays unset, as for no node)."""
     deployment = find(objects, "Deployment")
     containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
     if container not in containers:
         raise ChartError(f"the chart's Deployment has no container {container}")
     fields = {"metadata.name": pod_name, "metadata.namespace": namespace}
+    if node:
+        fields["spec.nodeName"] = node
     env: dict[str, str] = {}
     for item in containers[container].get("env") or []:
         if "value" in item:

@@ -4,9 +4,10 @@ Two replicas — real Gunicorn services with real registration workers — run a
 Deployment on two nodes of the API emulator: their Pod objects carry the chart's pod labels, the chart's
 rendered PodDisruptionBudget (minAvailable 1, unhealthyPodEvictionPolicy AlwaysAllow) selects them, and a
 small kubelet stand-in here sets each pod's Ready condition from the replica's /readyz and sends SIGTERM
-when the pod is deleted. `sim.disruption` computes the budget's status the way kube-controller-manager's
-disruption controller does (the emulator, like the real API server, only reads it). The real `kubectl
-drain` then cordons the leader's node and evicts through the eviction API, retrying refusals every 5 s.
+when the pod is deleted. `sim.disruption.DisruptionController` computes the budget's status the way
+kube-controller-manager's disruption controller does (the emulator, like the real API server, only reads
+it). The real `kubectl drain` then cordons the leader's node and evicts through the eviction API, retrying
+refusals every 5 s.
 
 - acquire mode: the cordoned leader releases its Lease (workers/handover.py); the standby takes it, syncs
   and becomes Ready; the old leader is no longer Ready, so the budget lets the eviction through.
@@ -32,7 +33,8 @@ import yaml
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
 
-from sim.disruption import pdb_status
+from sim.disruption import DisruptionController
+from sim.kube import Kube
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubectl]
 
@@ -100,33 +102,6 @@ class Kubelet:
                     self.ready_since.pop(name, None)
                 status = {"conditions": [{"type": "Ready", "status": str(ready)}], "phase": "Running"}
                 self.core.patch_namespaced_pod_status(name, NAMESPACE, {"status": status})
-
-
-class DisruptionController:
-    """kube-controller-manager's disruption controller, for the one budget: its status from the pods."""
-
-    def __init__(self, core: Any, policy: Any, name: str) -> None:
-        self.core, self.policy, self.name = core, policy, name
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="disruption", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        api = self.core.api_client
-        while not self._stop.wait(0.2):
-            budget = self.policy.read_namespaced_pod_disruption_budget(self.name, NAMESPACE)
-            found = self.core.list_namespaced_pod(NAMESPACE)
-            pods = [api.sanitize_for_serialization(p) for p in found.items]
-            raw = api.sanitize_for_serialization(budget)
-            self.policy.patch_namespaced_pod_disruption_budget_status(
-                self.name, NAMESPACE, {"status": pdb_status(raw, pods)}
-            )
 
 
 def kubectl(kubeconfig: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -207,9 +182,9 @@ def test_drain_of_the_leaders_node_completes(
             scheduler_lease.hold(f"{names[1]}_uuid-b")
 
     kubelet = Kubelet(core, replicas, on_stop)
-    controller = DisruptionController(core, policy, budget["metadata"]["name"])
+    kube = Kube.from_kubeconfig(emulator.kubeconfig)
+    controller = DisruptionController(kube, NAMESPACE, budget["metadata"]["name"]).start()
     kubelet.start()
-    controller.start()
     try:
         leader, standby = names
         wait_for(lambda: leader in kubelet.ready_since, 30, "the leader's pod to be Ready")
@@ -250,4 +225,5 @@ def test_drain_of_the_leaders_node_completes(
     finally:
         kubelet.close()
         controller.close()
+        kube.close()
         api.close()

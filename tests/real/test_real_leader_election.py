@@ -23,7 +23,7 @@ import pytest
 from sim import podutil
 from sim.harness import ClusterOptions, create_pod, running_cluster
 from sim.kube import Kube
-from sim.realcluster import kill_replica, pod_name
+from sim.realcluster import kill_replica, pod_name, ready_replicas
 from sim.report import summarize
 from sim.stack import Stack
 
@@ -51,17 +51,6 @@ def gpu_pod(name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default", "labels": {"test": "failover"}},
         "spec": {"containers": [{"name": "main", "image": "cuda", "resources": {"limits": limits}}]},
     }
-
-
-def ready_replicas(stack: Stack) -> list[int]:
-    ready = []
-    for index, url in enumerate(stack.replica_urls):
-        try:
-            if stack.http.request("GET", f"{url}/readyz", retries=False, timeout=2.0).status == 200:
-                ready.append(index)
-        except Exception:  # a killed replica refuses the connection
-            continue
-    return ready
 
 
 def schedule(stack: Stack, names: list[str]) -> None:
