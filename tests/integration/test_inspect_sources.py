@@ -5,23 +5,21 @@ and allocated by the simulated device plugin, one pod filtered but not bound yet
 finished. `inspect` reads (1) the live API through the kubeconfig, (2) a dump written by the real
 `kubectl get nodes,pods,resourcequotas -A -o json`, (3) the replica's /debug/state. Each must show per
 device exactly the memory, cores and slots — and the pods — that the `hami.io/vgpu-devices-allocated`
-annotations add up to, parsed here independently of the scheduler's codec.
+annotations add up to (`sim.inspection`, parsed independently of the scheduler's codec). The real
+control plane's twin is tests/real/test_real_inspect.py.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sim.inspection import expected_usage, inspected, kubectl_dump
+
 pytestmark = [pytest.mark.integration, pytest.mark.kubectl]
 
-ROOT = Path(__file__).resolve().parents[2]
-KUBECTL = ROOT / ".tools" / "bin" / "kubectl"
 NODES = ("gpu-i0", "gpu-i1")
 PODS = {  # name -> (gpus, memory MiB, cores)
     "one": (1, 3000, 20),
@@ -29,50 +27,6 @@ PODS = {  # name -> (gpus, memory MiB, cores)
     "three": (1, 12000, 50),
     "four": (1, 1000, 10),
 }
-Usage = dict[str, dict[str, Any]]
-
-
-def expected_usage(pods: list[dict[str, Any]]) -> Usage:
-    """Per device UUID: memory, cores, slots and the pods, from the allocation annotations (HAMi's
-    `uuid,type,mem,cores:` per device, `;` between containers) of pods that hold devices."""
-    usage: Usage = {}
-    for pod in pods:
-        meta = pod["metadata"]
-        encoded = (meta.get("annotations") or {}).get("hami.io/vgpu-devices-allocated")
-        if not encoded or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        for container in encoded.split(";"):
-            for device in filter(None, container.split(":")):
-                uuid, _type, mem, cores = device.split(",")
-                entry = usage.setdefault(uuid, {"memory": 0, "cores": 0, "slots": 0, "pods": set()})
-                entry["memory"] += int(mem)
-                entry["cores"] += int(cores)
-                entry["slots"] += 1
-                entry["pods"].add(f"{meta['namespace']}/{meta['name']}")
-    return usage
-
-
-def inspected(*args: str) -> Usage:
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "inspect", *args, "-o", "json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert (result.returncode, result.stderr) == (0, ""), result.stderr
-    usage: Usage = {}
-    for node in json.loads(result.stdout)["nodes"]:
-        for d in node["devices"]:
-            if d["slots"]["used"]:
-                usage[d["uuid"]] = {
-                    "memory": d["memory_mib"]["used"],
-                    "cores": d["cores"]["used"],
-                    "slots": d["slots"]["used"],
-                    "pods": {f"{p['namespace']}/{p['name']}" for p in d["pods"]},
-                }
-    return usage
 
 
 @pytest.fixture(scope="module")
@@ -104,26 +58,8 @@ def test_every_source_shows_the_annotations(placed: Any, cluster: Any, emulator:
     live = inspected("--kubeconfig", str(emulator.kubeconfig))
     assert live == expected
 
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
-    dump = subprocess.run(
-        [
-            str(KUBECTL),
-            "--kubeconfig",
-            str(emulator.kubeconfig),
-            "get",
-            "nodes,pods,resourcequotas",
-            "-A",
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    (tmp_path / "cluster.json").write_text(dump, encoding="utf-8")
-    assert inspected("--cluster", str(tmp_path / "cluster.json")) == expected
+    dump = kubectl_dump(emulator.kubeconfig, tmp_path / "cluster.json")
+    assert inspected("--cluster", str(dump)) == expected
 
     # The replica's ledger: the same allocations (the reserved pod included, as its filter recorded it).
     assert inspected("--url", service.url) == expected
