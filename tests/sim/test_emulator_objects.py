@@ -437,9 +437,10 @@ def test_discovery_documents(sim: EmulatorHandle) -> None:
     groups = {g["name"] for g in sim.call("GET", "/apis")["groups"]}
     assert groups == {"events.k8s.io", "coordination.k8s.io", "policy"}  # policy: eviction, budgets
     core = {r["name"]: r for r in sim.call("GET", "/api/v1")["resources"]}
-    assert {"pods", "pods/binding", "pods/status", "nodes", "nodes/status", "namespaces", "events"} <= set(
-        core
-    )
+    expected = {"pods", "pods/binding", "pods/status", "pods/eviction", "nodes", "nodes/status", "namespaces"}
+    assert expected | {"events"} <= set(core)
+    # kubectl drain finds the eviction API through the subresource's group and kind
+    assert (core["pods/eviction"]["group"], core["pods/eviction"]["kind"]) == ("policy", "Eviction")
     assert (
         core["pods"]["namespaced"]
         and not core["nodes"]["namespaced"]
@@ -447,6 +448,8 @@ def test_discovery_documents(sim: EmulatorHandle) -> None:
     )
     leases = sim.call("GET", "/apis/coordination.k8s.io/v1")["resources"]
     assert [(r["name"], r["kind"]) for r in leases] == [("leases", "Lease")]
+    policy = {r["name"]: r["kind"] for r in sim.call("GET", "/apis/policy/v1")["resources"]}
+    assert policy["poddisruptionbudgets"] == "PodDisruptionBudget"
 
 
 @pytest.mark.parametrize(
