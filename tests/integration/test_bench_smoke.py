@@ -50,7 +50,11 @@ def survivors(report_path: Path) -> list[int]:
     return [pid for size in groups.values() for pids in size.values() for pid in pids if pid_alive(pid)]
 
 
-def run_bench(tmp_path: Path, extra: list[str], timeout: float) -> dict[str, Any]:
+# A guard against a hung benchmark, not a speed check: generous enough for a loaded 2-core machine.
+HANG_GUARD_S = 900.0
+
+
+def run_bench(tmp_path: Path, extra: list[str]) -> dict[str, Any]:
     """`python -m bench` with `extra` arguments, its report; fails the test when a child process survived."""
     report_path = tmp_path / "bench.json"
     argv = [
@@ -65,7 +69,7 @@ def run_bench(tmp_path: Path, extra: list[str], timeout: float) -> dict[str, Any
     ]
     bench = start_process(argv, log_path=tmp_path / "bench.log", cwd=REPO_ROOT)
     try:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + HANG_GUARD_S
         while bench.alive():
             if time.monotonic() > deadline:
                 pytest.fail(f"the benchmark did not finish:\n{bench.log_tail()}")
@@ -86,7 +90,7 @@ def test_tiny_benchmark_reports_every_key_and_stays_correct(tmp_path: Path) -> N
         "--control-plane", "emulator", "--nodes", "12", "--gpus-per-node", "4", "--running-pods", "24",
         "--pods", "12", "--workers", "2", "--no-growth", "--settle", "20",
     ]  # fmt: skip
-    report = run_bench(tmp_path, argv, timeout=55)
+    report = run_bench(tmp_path, argv)
     assert report["exit"] == "completed"
     assert REPORT_KEYS - set(report) == set()
     assert report["correctness"]["ok"] is True
@@ -132,7 +136,7 @@ def test_tiny_real_benchmark_runs_three_schedulers_and_reports_every_field(tmp_p
     except binaries.MissingBinaries as exc:
         pytest.fail(str(exc))
     report = run_bench(
-        tmp_path, ["--control-plane", "real", "--nodes", "3", "--gpus-per-node", "2", "--pods", "6"], 400
+        tmp_path, ["--control-plane", "real", "--nodes", "3", "--gpus-per-node", "2", "--pods", "6"]
     )
     assert report["exit"] == "completed"
     assert REAL_KEYS - set(report) == set()
