@@ -45,8 +45,8 @@ $(TOOLS)/bin/kubectl:
 kube:
 	bash scripts/build-kube.sh
 
-# Prometheus's own PromQL parser as a tiny Go tool (tools/promql): tests/chart checks every expression of the
-# chart's dashboard and alerting rules with it.
+# Prometheus's own PromQL parser and rule-file loader as a tiny Go tool (tools/promql): tests/chart checks every
+# expression of the chart's dashboard and alerting rules, and the PrometheusRule's groups, with it.
 $(TOOLS)/bin/promql-check: tools/promql/go.mod tools/promql/go.sum tools/promql/main.go
 	mkdir -p $(TOOLS)/bin
 	cd tools/promql && GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -o $(abspath $(TOOLS))/bin/promql-check .

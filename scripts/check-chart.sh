@@ -6,7 +6,8 @@
 #      bundled schema fails these runs), then the custom-resource render (ci/crds-values.yaml): its native
 #      resources (the dashboard ConfigMap among them) are validated the same way, its cert-manager and
 #      Prometheus Operator resources are split off (no schema is bundled for them) and checked by tests/chart
-#      (the PrometheusRule's and the dashboard's PromQL with Prometheus's parser, .tools/bin/promql-check)
+#      (the PrometheusRule's and the dashboard's PromQL with Prometheus's parser, the PrometheusRule's groups
+#      with Prometheus's rule-file loader: .tools/bin/promql-check)
 #      and the values `python -m app.cli migrate-values` makes of HAMi's default values and of a file setting
 #      every scheduler and device key (tests/cli/hami-values/), rendered and validated the same way
 #   4. pytest tests/chart (assertions on the rendered manifests, with the real helm binary)

@@ -94,20 +94,31 @@ def grafana(expr: str) -> str:
     return expr
 
 
-def check(queries: list[dict[str, str]]) -> list[dict[str, Any]]:
+def promql_check(stdin: Any, *args: str) -> Any:
+    """Run tools/promql (`make tools` builds it, and rebuilds it when its source changes)."""
     if not PROMQL_CHECK.is_file():
         pytest.fail(f"{PROMQL_CHECK} not found: run `make tools` (it builds tools/promql)", pytrace=False)
     done = subprocess.run(
-        [str(PROMQL_CHECK)],
-        input=json.dumps(queries),
+        [str(PROMQL_CHECK), *args],
+        input=json.dumps(stdin),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert done.returncode in (0, 1), done.stderr
-    results: list[dict[str, Any]] = json.loads(done.stdout)
+    assert done.returncode in (0, 1), f"{done.stderr} (an old build? run `make tools`)"
+    return json.loads(done.stdout)
+
+
+def check(queries: list[dict[str, str]]) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = promql_check(queries)
     return results
+
+
+def check_rules(spec: dict[str, Any]) -> list[str]:
+    """The errors of Prometheus's own rule-file loader (model/rulefmt, strict) for a PrometheusRule's spec."""
+    errors: list[str] = promql_check(spec, "--rules")
+    return errors
 
 
 def dashboard_queries(board: dict[str, Any]) -> list[dict[str, str]]:
@@ -235,3 +246,30 @@ def test_the_checker_rejects_what_prometheus_rejects() -> None:
         "error": "",
         "metrics": ["x", "y"],
     }
+
+
+def test_the_rules_load_in_prometheus(render: Any) -> None:
+    """kubernetes-validate has no schema for the Operator's PrometheusRule: its spec is the rule-file format
+    the Operator hands to Prometheus, so Prometheus's loader checks it, field names included."""
+    rule = render("default", {**ENABLED, "monitoring.rules.alertLabels": {"team": "gpu"}}).one(
+        "PrometheusRule"
+    )
+    assert check_rules(rule["spec"]) == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "fragment"),
+    [
+        pytest.param({"alert": "A", "expr": "up", "fro": "5m"}, "field fro not found", id="unknown-field"),
+        pytest.param(
+            {"alert": "A", "expr": "up", "annotations": {"summary": "{{ $value | nosuchfunc }}"}},
+            'function "nosuchfunc" not defined',
+            id="bad-template",
+        ),
+        pytest.param({"alert": "A", "expr": "sum(up"}, "could not parse expression", id="bad-expression"),
+        pytest.param({"expr": "up"}, "one of 'record' or 'alert' must be set", id="neither-alert-nor-record"),
+    ],
+)
+def test_the_rule_loader_rejects_what_prometheus_rejects(rule: dict[str, Any], fragment: str) -> None:
+    errors = check_rules({"groups": [{"name": "g", "rules": [rule]}]})
+    assert len(errors) == 1 and fragment in errors[0], errors

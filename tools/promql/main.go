@@ -5,15 +5,23 @@
 // {"name", "error", "metrics"} — error empty when the expression parses, metrics the metric names its
 // vector selectors name (so the caller can check them against what the service exports).
 // Exit status 0 when every expression parses, 1 otherwise, 2 on bad input.
+//
+// promql-check --rules: stdin is a PrometheusRule's spec ({"groups": [...]}, the rule-file format), checked
+// by Prometheus's own rule-file loader (model/rulefmt, strict: unknown fields are errors) as Prometheus
+// loads the file the Operator generates: unique group names, alert or record, a parsing expression, valid
+// label names, annotation and label templates that parse. Output: a JSON array of the errors (empty when
+// valid); exit status 0 when valid, 1 otherwise, 2 on bad input.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -56,7 +64,32 @@ func metricNames(expr parser.Expr) []string {
 	return names
 }
 
+// checkRules validates a rule file (JSON is YAML) with Prometheus's loader.
+func checkRules() {
+	content, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "promql-check: bad input: %v\n", err)
+		os.Exit(2)
+	}
+	_, errs := rulefmt.Parse(content, false)
+	messages := make([]string, 0, len(errs))
+	for _, e := range errs {
+		messages = append(messages, e.Error())
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(messages); err != nil {
+		fmt.Fprintf(os.Stderr, "promql-check: %v\n", err)
+		os.Exit(2)
+	}
+	if len(messages) > 0 {
+		os.Exit(1)
+	}
+}
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--rules" {
+		checkRules()
+		return
+	}
 	var queries []query
 	if err := json.NewDecoder(os.Stdin).Decode(&queries); err != nil {
 		fmt.Fprintf(os.Stderr, "promql-check: bad input: %v\n", err)
