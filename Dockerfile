@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
-# One image for both processes of hami-scheduler-py:
-#   extender (Gunicorn):   gunicorn -c config/gunicorn.conf.py wsgi:app      (the default command)
+# One image for every process of hami-scheduler-py:
+#   extender (Gunicorn):   gunicorn -c config/gunicorn.conf.py wsgi:app      (the default command; every route
+#                          on 127.0.0.1:8443 unless HAMI_ROUTES/HAMI_BIND say otherwise: the Helm chart runs
+#                          HAMI_ROUTES=scheduler on 8444 and HAMI_ROUTES=public on 8443, docs/security.md)
 #   registration worker:   python -m workers
 # Build:  docker build -t hami-scheduler-py:0.1.0 .        (docs/install.md)
 # Runs as a numeric non-root user with a read-only root filesystem: the only writable paths are the volumes the
@@ -66,5 +68,5 @@ COPY config ./config
 RUN python -m compileall -q /app
 
 USER 10001:10001
-EXPOSE 8443 9395
+EXPOSE 8443 8444 9395
 CMD ["gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]

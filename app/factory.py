@@ -18,7 +18,7 @@ from app.k8s.client import connect
 from app.k8s.events import EventRecorder
 from app.metrics import ReplicaCollector, init_metrics
 from app.routes import bench, debug, extender, health, webhook
-from app.routes.common import CONTEXT_KEY, finish_body, json_response
+from app.routes.common import CONTEXT_KEY, finish_body, guard_body, json_response
 from app.state import gauges
 from app.state.inventory import InventoryCache
 from app.state.ledger import Ledger
@@ -50,10 +50,18 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     ctx = context or build_context(settings)
     app = Flask("hami-scheduler")
     app.extensions[CONTEXT_KEY] = ctx
-    for blueprint in (extender.blueprint, webhook.blueprint, health.blueprint, debug.blueprint):
-        app.register_blueprint(blueprint)
-    if settings.bench_noop:  # benchmark-only floor route (python -m bench); never set in production
-        app.register_blueprint(bench.blueprint)
+    http = settings.http
+    # Which routes this server has (HAMI_ROUTES, issue 11): kube-scheduler's verbs only where kube-scheduler
+    # calls them (loopback or client certificates, checked in config.settings), the rest on the Service.
+    app.register_blueprint(health.blueprint)
+    if http.scheduler_verbs:
+        app.register_blueprint(extender.blueprint)
+        app.register_blueprint(debug.blueprint)
+        if settings.bench_noop:  # benchmark-only floor route (python -m bench); never set in production
+            app.register_blueprint(bench.blueprint)
+    if http.public_routes:
+        app.register_blueprint(webhook.blueprint)
+    app.before_request(guard_body)
     app.after_request(finish_body)
 
     def read_state() -> tuple[Snapshot | None, UsageView, ReplicaStatus]:
@@ -66,6 +74,8 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
         app,
         ReplicaCollector(read_state, time.time, lambda: gauges.age(state_dir, time.time())),
         lambda: gauges.open_fresh(state_dir, time.time(), gauges_limit),
+        expose=http.public_routes,
+        also=http.extender_metrics_dir,
     )
 
     @app.errorhandler(HTTPException)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from flask import Flask, Response, request
 from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector
@@ -175,27 +176,51 @@ def process_collectors(multiprocess: bool) -> tuple[Collector, ...]:
     return (BuildInfoCollector(), PlatformCollector(registry=None), ProcessTreeCollector(root))
 
 
-def exposition_registry(collectors: tuple[Collector, ...], private: CollectorRegistry) -> CollectorRegistry:
+class _Files(Collector):
+    """The multiprocess files of several directories merged as one (this server's and the scheduler
+    verbs' server's: each Gunicorn needs its own directory, as PIDs of two containers may coincide)."""
+
+    def __init__(self, directories: tuple[str, ...]) -> None:
+        self._directories = directories
+
+    def collect(self) -> Iterator[Any]:
+        files = sorted(str(p) for d in self._directories for p in Path(d).glob("*.db"))
+        return iter(MultiProcessCollector.merge(files, accumulate=True))  # type: ignore[no-untyped-call]
+
+
+def exposition_registry(
+    collectors: tuple[Collector, ...], private: CollectorRegistry, also: str = ""
+) -> CollectorRegistry:
     """What /metrics exposes before HAMi's gauges. Under Gunicorn (PROMETHEUS_MULTIPROC_DIR) a fresh
-    registry per scrape that reads every worker's files plus `collectors` (the shared-state and process
-    collectors); prometheus_flask_exporter's own multiprocess endpoint builds a registry holding only the
-    files, which silently dropped our state gauges."""
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    registry per scrape that reads every worker's files (and those of `also`, the scheduler verbs'
+    server) plus `collectors` (the shared-state and process collectors); prometheus_flask_exporter's own
+    multiprocess endpoint builds a registry holding only the files, which silently dropped our state
+    gauges."""
+    own = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not own:
         return private
     registry = CollectorRegistry()
-    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    registry.register(_Files((own, also) if also else (own,)))
     for collector in collectors:
         registry.register(collector)
     return registry
 
 
 def init_metrics(
-    app: Flask, collector: Collector, hami_gauges: Callable[[], BinaryIO | None]
+    app: Flask,
+    collector: Collector,
+    hami_gauges: Callable[[], BinaryIO | None],
+    *,
+    expose: bool = True,
+    also: str = "",
 ) -> PrometheusMetrics:
     """Flask request metrics plus ours on /metrics, multiprocess-aware; then HAMi's gauges, streamed from
     the file the registration worker renders (`hami_gauges` opens it, None when missing or stale).
     `/metrics?hami_gauges=0` leaves HAMi's gauges out, for a scrape configuration that already takes them
-    from the registration worker's port (the chart's ServiceMonitor)."""
+    from the registration worker's port (the chart's ServiceMonitor).
+
+    Without `expose` (the server of the scheduler verbs, reachable only by kube-scheduler) the metrics are
+    recorded but served by the public server, which reads the multiprocess files of `also` as well."""
     private = CollectorRegistry()
     multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
     collectors = (collector, *process_collectors(multiprocess))
@@ -206,11 +231,13 @@ def init_metrics(
     metrics = PrometheusMetrics(
         app, path=None, registry=private, group_by="endpoint", excluded_paths=["^/metrics$"]
     )
+    if not expose:
+        return metrics
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        head = encoder(exposition_registry(collectors, private))
+        head = encoder(exposition_registry(collectors, private, also))
         file = hami_gauges() if request.args.get("hami_gauges", "1") not in ("0", "false") else None
         if file is None:
             return Response(head, status=200, headers={"Content-Type": content_type})

@@ -91,7 +91,9 @@ def pod_stream(count: int, seed: int, phase: str) -> list[Obj]:
 
 def scheduler_config(setup: ChartSetup, service_url: str, phase: str, qps: int) -> Obj:
     """The chart's KubeSchedulerConfiguration for one run (see the module docstring)."""
-    config = copy.deepcopy(chart.scheduler_configuration(setup.objects, service_url, setup.tls.ca))
+    config = copy.deepcopy(
+        chart.scheduler_configuration(setup.objects, service_url, setup.tls.ca, setup.client)
+    )
     config["leaderElection"] = {"leaderElect": False}
     config["clientConnection"] = {"qps": qps, "burst": 2 * qps}
     if phase == "baseline":
@@ -187,12 +189,13 @@ def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Clu
 
 def _cpu_groups(stack: Stack, scheduler: str) -> dict[str, list[int]]:
     processes = stack.all_processes()
-    service = processes["service"].pid
+    service, extender = processes["service"].pid, processes["extender"].pid
     groups = {
         "kube-scheduler": [processes[scheduler].pid],
         "kube-apiserver": [processes["kube-apiserver"].pid],
         "etcd": [processes["etcd"].pid],
-        "service": [service, *procs.children(service)],
+        # both Gunicorn servers of the chart's pod (the extender does the filter and bind work)
+        "service": [service, *procs.children(service), extender, *procs.children(extender)],
         "worker": [processes["worker"].pid],
         "nodes": [processes["nodes"].pid],
     }
@@ -317,7 +320,8 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     ours_url, ca = f"{stack.service_url}/metrics", str(cluster.setup.tls.ca)
     ours_before = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca)
     name = f"scheduler-{phase}"
-    config = scheduler_config(cluster.setup, stack.service_url, phase, options.qps)
+    extender = stack.extender_urls.get(stack.service_url, stack.service_url)  # kube-scheduler's verbs
+    config = scheduler_config(cluster.setup, extender, phase, options.qps)
     started_wall, started = time.time(), time.perf_counter()
     process = stack.start_scheduler(SchedulerSpec(name=name, config=config, hostname=pod_name(0)))
     binds.groups = _cpu_groups(stack, name)

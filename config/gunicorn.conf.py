@@ -75,15 +75,16 @@ def pre_request(worker: Any, req: Any) -> None:
     gthread reads a request body on a blocking socket without a timeout, so a client that stops sending
     (a slow POST) would hold a worker thread for good: with the timeout the app answers an Error instead
     (the read raises TimeoutError, an OSError). A declared body over HAMI_MAX_BODY_BYTES gets `Connection:
-    close`: the app answers it after reading just past the cap, and Gunicorn would drain only 64 KiB of the
-    rest and then drop the connection it had announced as kept alive, failing the client's next request.
+    close`: the app refuses it before reading it (app/routes/common.py), and Gunicorn would otherwise try to
+    read the rest as the next request on a connection it had announced as kept alive. The cap is the
+    route's (`HttpSettings.body_cap`).
     """
     worker.log.debug("%s %s", req.method, req.path)  # Gunicorn's default pre_request
     sock = getattr(req.unreader, "sock", None)
     if sock is not None:
         sock.settimeout(BODY_STALL_SECONDS)  # until the next request: Gunicorn sets it blocking again
     length = next((value for name, value in req.headers if name == "CONTENT-LENGTH"), "")
-    if length.isdigit() and int(length) > _settings.http.max_body_bytes:
+    if length.isdigit() and int(length) > _settings.http.body_cap(req.path):
         req.force_close()
 
 

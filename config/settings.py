@@ -42,16 +42,52 @@ class LeaderSettings:
     retry_period: float = 2.0
 
 
+ROUTES = ("all", "scheduler", "public")  # HAMI_ROUTES: which routes this Gunicorn serves (issue 11)
+LARGE_BODY_PATHS = ("/filter", "/webhook", "/bench/noop")  # bodies up to HAMI_MAX_BODY_BYTES
+SMALL_BODY_BYTES = 64 * 1024  # /bind's args are a few hundred bytes; GET routes take no body at all
+
+
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
-    bind: str = "0.0.0.0:8443"
+    """One Gunicorn server: where it listens, what it serves, how it authenticates its clients.
+
+    `routes`: `scheduler` serves kube-scheduler's verbs (/filter, /bind, /debug/*), `public` what the API
+    server, the kubelet and Prometheus call (/webhook, /readyz, /metrics), `all` both; /healthz is on
+    every server. The chart runs one server of each, with their own worker pools (a contended /bind never
+    starves /webhook or /healthz).
+    """
+
+    bind: str = "127.0.0.1:8443"
+    routes: str = "all"
     workers: int = 2
     threads: int = 4
     cert_file: str = ""
     key_file: str = ""
     client_ca_file: str = ""
-    max_body_bytes: int = 128 * 1024 * 1024
+    max_body_bytes: int = 4 * 1024 * 1024
     sync_wait_seconds: float = 10.0
+    extender_address: str = ""  # host:port of the scheduler verbs' server, which /readyz must reach
+    extender_metrics_dir: str = ""  # that server's Prometheus multiprocess dir, included in /metrics
+
+    @property
+    def scheduler_verbs(self) -> bool:
+        return self.routes in ("all", "scheduler")
+
+    @property
+    def public_routes(self) -> bool:
+        return self.routes in ("all", "public")
+
+    def body_cap(self, path: str) -> int:
+        """The largest request body accepted on `path`: what its callers really send (issue 11)."""
+        return self.max_body_bytes if path in LARGE_BODY_PATHS else SMALL_BODY_BYTES
+
+
+def loopback(bind: str) -> bool:
+    """Does a Gunicorn bind address (`host:port`, `[v6]:port`, `unix:path`) accept local clients only?"""
+    if bind.startswith("unix:"):
+        return True
+    host = bind.rpartition(":")[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,15 +282,28 @@ def _http(env: Mapping[str, str]) -> HttpSettings:
         if path and not Path(path).is_file():
             raise SettingsError(f"{name}={path!r}: no such file")
     wait = _duration(env, "HAMI_FILTER_SYNC_WAIT", timedelta(seconds=10)).total_seconds()
+    routes = env.get("HAMI_ROUTES") or "all"
+    if routes not in ROUTES:
+        raise SettingsError(f"HAMI_ROUTES={routes!r}: must be one of {', '.join(ROUTES)}")
+    bind = env.get("HAMI_BIND") or "127.0.0.1:8443"
+    if routes != "public" and not loopback(bind) and not client_ca:
+        raise SettingsError(
+            f"HAMI_BIND={bind!r} would serve /filter and /bind to anyone who reaches it: bind them to "
+            "127.0.0.1, require kube-scheduler's client certificate (HAMI_TLS_CLIENT_CA_FILE), or serve "
+            "only the public routes (HAMI_ROUTES=public)"
+        )
     return HttpSettings(
-        bind=env.get("HAMI_BIND") or "0.0.0.0:8443",
+        bind=bind,
+        routes=routes,
         workers=_int(env, "HAMI_WORKERS", 2, 1, 64),
         threads=_int(env, "HAMI_THREADS", 4, 1, 256),
         cert_file=cert,
         key_file=key,
         client_ca_file=client_ca,
-        max_body_bytes=_int(env, "HAMI_MAX_BODY_BYTES", 128 * 1024 * 1024, 1024, 2**31),
+        max_body_bytes=_int(env, "HAMI_MAX_BODY_BYTES", 4 * 1024 * 1024, SMALL_BODY_BYTES, 2**31),
         sync_wait_seconds=wait,
+        extender_address=env.get("HAMI_EXTENDER_ADDRESS", ""),
+        extender_metrics_dir=env.get("HAMI_EXTENDER_METRICS_DIR", ""),
     )
 
 

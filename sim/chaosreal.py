@@ -109,6 +109,7 @@ class Disruptor:
     def _restart_replica(self, index: int) -> None:
         suffix = replica_suffix(index)
         self.stack.restart(f"worker{suffix}")
+        self.stack.restart(f"extender{suffix}")
         self.stack.restart(f"service{suffix}")
         assert self.stack.control_plane is not None
         self.stack.control_plane.restart(f"scheduler{suffix}")

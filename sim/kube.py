@@ -83,10 +83,17 @@ def load_kubeconfig(path: str | Path) -> ClusterConfig:
 
 
 def pool_manager(
-    maxsize: int, ca_pem: bytes | None = None, insecure: bool = False, timeout: float | None = None
+    maxsize: int,
+    ca_pem: bytes | None = None,
+    insecure: bool = False,
+    timeout: float | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> urllib3.PoolManager:
-    """A connection pool for HTTP or HTTPS (trusting ``ca_pem``, or nothing checked when ``insecure``)."""
+    """A connection pool for HTTP or HTTPS (trusting ``ca_pem``, or nothing checked when ``insecure``),
+    presenting ``client_cert`` (certificate and key files) when given."""
     kwargs: dict[str, Any] = {"maxsize": maxsize, "block": False, "retries": False}
+    if client_cert is not None:
+        kwargs["cert_file"], kwargs["key_file"] = client_cert
     if timeout is not None:
         kwargs["timeout"] = urllib3.Timeout(connect=5.0, read=timeout)
     if insecure:

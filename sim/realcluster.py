@@ -2,14 +2,16 @@
 
 Start order (each waited for): etcd -> kube-apiserver -> namespaces, the chart's RBAC and the simulated
 device plugin's -> simulated GPU nodes and their kubelets, as the device plugin's ServiceAccount user ->
-per replica our registration worker and Gunicorn, with the chart's container environment, as the chart's
-ServiceAccount user, serving the chart's TLS Secret -> the chart's MutatingWebhookConfiguration at a
-loopback URL, probed until it mutates -> per replica the real kube-scheduler with the chart's
-KubeSchedulerConfiguration -> Ready with every node registered.
+per replica our registration worker and the chart's two Gunicorn servers (`extender`: kube-scheduler's
+verbs on loopback, its client certificate required; `webhook`: the public routes), with the chart's
+container environments, as the chart's ServiceAccount user, serving the chart's TLS Secrets -> the
+chart's MutatingWebhookConfiguration at a loopback URL, probed until it mutates -> per replica the real
+kube-scheduler with the chart's KubeSchedulerConfiguration (and client certificate) -> Ready with every
+node registered.
 
 `ChartSetup` keeps what the render produced, so tests and tools can add replicas or schedulers later
-(`start_replica`, `start_kube_scheduler`). Replica 0 uses the process names `worker`, `service` and
-`scheduler` (the emulator demo's names); replica i > 0 appends `-i`.
+(`start_replica`, `start_kube_scheduler`). Replica 0 uses the process names `worker`, `service` (the
+public server), `extender` and `scheduler` (the emulator demo's names); replica i > 0 appends `-i`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class ExternalExtender:
 class ChartSetup:
     objects: tuple[dict[str, Any], ...]
     tls: chart.TlsFiles
+    client: chart.TlsFiles  # kube-scheduler's client certificate and the CA the extender requires
     device_config: Path
     leader_mode: str
 
@@ -86,13 +89,15 @@ def install_chart(stack: Stack, values: Mapping[str, Any], rbac: bool = True) ->
     except (chart.ChartError, KubeError) as exc:
         raise DemoFailure(f"installing the chart's objects failed: {exc}") from None
     tls = chart.write_tls(objects, stack.workdir / "tls")
+    client = chart.write_tls(objects, stack.workdir / "kube-scheduler-client", "-kube-scheduler-client")
     device_config = stack.workdir / "device-config.yaml"
     device_config.write_text(chart.device_config(objects))
     stack.ca_file = tls.ca
     stack.http.clear()
-    stack.http = pool_manager(8, tls.ca_pem, timeout=30.0)
+    # the harness reads /debug/state as kube-scheduler would reach it: with its client certificate
+    stack.http = pool_manager(8, tls.ca_pem, timeout=30.0, client_cert=(str(client.cert), str(client.key)))
     mode = str((values.get("leaderElection") or {}).get("mode") or "follow")
-    return ChartSetup(objects, tls, device_config, mode)
+    return ChartSetup(objects, tls, client, device_config, mode)
 
 
 def start_replica(
@@ -104,27 +109,43 @@ def start_replica(
     gunicorn_config: str = "config/gunicorn.conf.py",
     node: str = "",
 ) -> str:
-    """Our registration worker and Gunicorn of replica `index` (`gunicorn_config`: the benchmark's adds
-    request timing; as the pod on `node`, if given: NODE_NAME, so it hands over when that node is
-    cordoned); returns the service's URL once it answers."""
+    """Our registration worker and the chart's two Gunicorn servers of replica `index` (`gunicorn_config`:
+    the benchmark's adds request timing; as the pod on `node`, if given: NODE_NAME, so it hands over when
+    that node is cordoned); returns the public server's URL once both answer (the extender's is
+    `stack.extender_urls[url]`). Both listen on loopback: the harness has no pod network; the extender
+    requires kube-scheduler's client certificate as in the chart. The public server runs one worker (the
+    chart's two only cost CPU here)."""
     assert stack.control_plane is not None
     suffix, name = replica_suffix(index), pod_name(index)
-    port = free_port()
+    extender_port, public_port = free_port(), free_port()
     local = {
         "KUBECONFIG": str(stack.control_plane.kubeconfig_for(EXTENDER)),
         "HAMI_DEVICE_CONFIG_FILE": str(setup.device_config),
         "HAMI_STATE_DIR": str(stack.workdir / f"state{suffix}"),
         "HAMI_REGISTRATION_INTERVAL": "2s",  # the chart's 15s only slows the start of a short run
         "HAMI_LOG_LEVEL": "WARNING",
+        "HAMI_TLS_CERT_FILE": str(setup.tls.cert),
+        "HAMI_TLS_KEY_FILE": str(setup.tls.key),
     }
-    service = {
+    extender_metrics = str(stack.workdir / f"prometheus-extender{suffix}")
+    extender = {
         **os.environ,
         **chart.container_env(setup.objects, "extender", name, RELEASE_NAMESPACE, node),
         **local,
-        "HAMI_BIND": f"127.0.0.1:{port}",
+        "HAMI_BIND": f"127.0.0.1:{extender_port}",
         "HAMI_WORKERS": str(workers),
-        "HAMI_TLS_CERT_FILE": str(setup.tls.cert),
-        "HAMI_TLS_KEY_FILE": str(setup.tls.key),
+        "HAMI_TLS_CLIENT_CA_FILE": str(setup.client.ca),
+        "PROMETHEUS_MULTIPROC_DIR": extender_metrics,
+        **(service_env or {}),
+    }
+    public = {
+        **os.environ,
+        **chart.container_env(setup.objects, "webhook", name, RELEASE_NAMESPACE, node),
+        **local,
+        "HAMI_BIND": f"127.0.0.1:{public_port}",
+        "HAMI_WORKERS": "1",
+        "HAMI_EXTENDER_ADDRESS": f"127.0.0.1:{extender_port}",
+        "HAMI_EXTENDER_METRICS_DIR": extender_metrics,
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / f"prometheus{suffix}"),
         **(service_env or {}),
     }
@@ -136,15 +157,18 @@ def start_replica(
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / f"prometheus-worker{suffix}"),
         **(service_env or {}),
     }
-    for env in (service, worker):
+    for env in (extender, public, worker):
         Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
     stack.start(f"worker{suffix}", [PY, "-m", "workers"], worker)
-    process = stack.start(
-        f"service{suffix}", [PY, "-m", "gunicorn", "-c", gunicorn_config, "wsgi:app"], service
-    )
-    url = f"https://127.0.0.1:{port}"
+    gunicorn = [PY, "-m", "gunicorn", "-c", gunicorn_config, "wsgi:app"]
+    extender_process = stack.start(f"extender{suffix}", gunicorn, extender)
+    process = stack.start(f"service{suffix}", gunicorn, public)
+    url, extender_url = f"https://127.0.0.1:{public_port}", f"https://127.0.0.1:{extender_port}"
     context = ssl.create_default_context(cafile=str(setup.tls.ca))
+    context.load_cert_chain(str(setup.client.cert), str(setup.client.key))
+    wait_for_http(f"{extender_url}/healthz", timeout=60, process=extender_process, ssl_context=context)
     wait_for_http(f"{url}/healthz", timeout=60, process=process, ssl_context=context)
+    stack.extender_urls[url] = extender_url
     return url
 
 
@@ -159,12 +183,14 @@ def register_webhook(stack: Stack, setup: ChartSetup, url: str) -> None:
 
 
 def services(stack: Stack, setup: ChartSetup) -> tuple[str, str]:
-    """The extender URL kube-scheduler calls and the webhook's: with one replica in follow mode the replica
-    itself; otherwise loopback stand-ins for the chart's Services (`sim.serviceproxy`): the main one routes
-    to the Ready replica (the leader), the webhook one to every live replica (publishNotReadyAddresses)."""
+    """The extender URL kube-scheduler calls and the webhook's: with one replica in follow mode the
+    replica's own servers; otherwise loopback stand-ins for the chart's Services (`sim.serviceproxy`): the
+    main one routes to the Ready replica (the leader), the webhook one to every live replica
+    (publishNotReadyAddresses)."""
     if len(stack.replica_urls) == 1 and setup.leader_mode != "acquire":
-        return stack.replica_urls[0], stack.replica_urls[0]
-    main = ServiceProxy(stack.replica_urls, str(setup.tls.ca)).start()
+        return stack.extender_urls[stack.replica_urls[0]], stack.replica_urls[0]
+    # the main Service's `extender` port: to the Ready replica's extender server
+    main = ServiceProxy(stack.replica_urls, str(setup.tls.ca), targets=stack.extender_urls).start()
     webhook = ServiceProxy(stack.replica_urls, str(setup.tls.ca), probe="/healthz").start()
     stack.closers += [main.stop, webhook.stop]
     return main.url, webhook.url
@@ -200,7 +226,7 @@ def start_kube_scheduler(
     """The real kube-scheduler of replica `index` with the chart's configuration at `extender_url` (empty:
     no extender); `qps` > 0 sets clientConnection qps/burst (as scheduler_perf does)."""
     config = chart.scheduler_configuration(
-        setup.objects, extender_url, Path(ca_file) if ca_file else setup.tls.ca
+        setup.objects, extender_url, Path(ca_file) if ca_file else setup.tls.ca, setup.client
     )
     if not extender_url:
         config.pop("extenders", None)
@@ -252,7 +278,7 @@ def start_real_cluster(
     if scheduler:
         for index, url in enumerate(stack.replica_urls):
             # follow: the sidecar calls its own pod's extender; acquire: the Service (the leader)
-            target = extender if setup.leader_mode == "acquire" else url
+            target = extender if setup.leader_mode == "acquire" else stack.extender_urls[url]
             start_kube_scheduler(stack, setup, index, target, scheduler_qps)
     wait_until(
         "a replica to be ready with every node registered",
@@ -298,18 +324,19 @@ def start_external(
 
 
 def kill_replica(stack: Stack, index: int) -> list[int]:
-    """SIGKILL replica `index` as a node failure kills a pod: its worker, its Gunicorn (process group, so the
-    workers too) and its kube-scheduler. Returns the PIDs killed."""
+    """SIGKILL replica `index` as a node failure kills a pod: its worker, its Gunicorns (process groups, so
+    the workers too) and its kube-scheduler. Returns the PIDs killed."""
     suffix = replica_suffix(index)
     targets = {**stack.all_processes()}
     killed = []
-    for name in (f"scheduler{suffix}", f"service{suffix}", f"worker{suffix}"):
+    names = (f"scheduler{suffix}", f"extender{suffix}", f"service{suffix}", f"worker{suffix}")
+    for name in names:
         process = targets.get(name)
         if process is not None and process.alive():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             killed.append(process.pid)
-    for name in (f"scheduler{suffix}", f"service{suffix}", f"worker{suffix}"):
+    for name in names:
         if name in targets:
             targets[name].stop(timeout=5)  # reaps
     return killed

@@ -8,8 +8,8 @@ these parts for the replicas `sim.realcluster` started with `replica_nodes` (eac
 - creates the replicas' Nodes and the pods (`sim.realcluster.pod_name(i)`, the chart's pod labels, bound to
   node i) and the chart's PodDisruptionBudget;
 - every 0.2 s sets each pod's Ready condition from the replica's /readyz, as the chart's readiness probe;
-- once a pod is being deleted (an eviction), SIGTERMs the replica's containers together (worker, Gunicorn,
-  kube-scheduler) as a kubelet does, and then removes the pod (grace 0);
+- once a pod is being deleted (an eviction), SIGTERMs the replica's containers together (worker, both
+  Gunicorns, kube-scheduler) as a kubelet does, and then removes the pod (grace 0);
 - runs `sim.disruption.DisruptionController` for the budget.
 
 Invariant: a replica's processes are stopped only after its pod was marked for deletion by someone else.
@@ -114,7 +114,7 @@ class ReplicaPods:
         """The kubelet's part of a pod deletion: SIGTERM every container at once, then remove the pod."""
         self.stopped[name] = time.monotonic()
         suffix = replica_suffix(index)
-        self._stack.stop(f"scheduler{suffix}", f"service{suffix}", f"worker{suffix}")
+        self._stack.stop(f"scheduler{suffix}", f"extender{suffix}", f"service{suffix}", f"worker{suffix}")
         try:
             self._kube.delete(f"{PODS}/{name}", grace=0)
         except KubeError as exc:

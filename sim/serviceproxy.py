@@ -7,7 +7,8 @@ replica's `/readyz` (HTTPS, the chart's CA) every `period` seconds; a new connec
 replica, bytes are copied both ways untouched (TLS passes through: the client verifies the replica's
 certificate against the Service's host name, as in a cluster); with no Ready replica the connection is closed
 at once (what a Service without endpoints does to a client). Connections already open stay on their replica
-until either side closes them, as with kube-proxy.
+until either side closes them, as with kube-proxy. A Service port may target another port of the pod
+than the probed one (`targets`: the chart's `extender` port, probed through the public server's `/readyz`).
 """
 
 from __future__ import annotations
@@ -18,16 +19,23 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class ServiceProxy:
     def __init__(
-        self, backends: Sequence[str], ca_file: str, probe: str = "/readyz", period: float = 0.5
+        self,
+        backends: Sequence[str],
+        ca_file: str,
+        probe: str = "/readyz",
+        period: float = 0.5,
+        targets: Mapping[str, str] | None = None,
     ) -> None:
         """`backends`: the replicas' base URLs (https://127.0.0.1:PORT); `probe`: the readiness path
-        (`/healthz` for a Service with publishNotReadyAddresses, such as the chart's webhook Service)."""
+        (`/healthz` for a Service with publishNotReadyAddresses, such as the chart's webhook Service);
+        `targets`: where connections to a Ready backend go, when not to the backend itself."""
         self.probe = probe
+        self.targets = dict(targets or {})
         self.backends = list(backends)
         self._context = ssl.create_default_context(cafile=ca_file)
         self._period = period
@@ -48,9 +56,11 @@ class ServiceProxy:
             thread.start()
         return self
 
-    def add(self, backend: str) -> None:
+    def add(self, backend: str, target: str = "") -> None:
         with self._lock:
             self.backends.append(backend)
+            if target:
+                self.targets[backend] = target
 
     def ready(self) -> list[str]:
         with self._lock:
@@ -104,7 +114,8 @@ class ServiceProxy:
         if not ready:
             client.close()
             return
-        host, port = ready[0].rsplit("//", 1)[1].rsplit(":", 1)
+        target = self.targets.get(ready[0], ready[0])
+        host, port = target.rsplit("//", 1)[1].rsplit(":", 1)
         try:
             upstream = socket.create_connection((host, int(port)), timeout=5)
         except OSError:

@@ -25,7 +25,7 @@ from sim.processes import ChildProcess, start_process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-STOP_PHASES = (("scheduler", "nodes"), ("service", "worker"))
+STOP_PHASES = (("scheduler", "nodes"), ("service", "extender", "worker"))
 
 
 class DemoFailure(Exception):
@@ -74,6 +74,9 @@ class Stack:
         self.ca_file: Path | None = None
         self.control_plane: ControlPlane | None = None
         self.replica_urls: list[str] = []  # our replicas' service URLs (the first is also service_url)
+        # replica URL -> its server of kube-scheduler's verbs, where the chart's layout serves them apart
+        # (/filter, /bind, /debug/state; issue 11); a replica not listed serves every route
+        self.extender_urls: dict[str, str] = {}
         self.closers: list[Callable[[], None]] = []  # in-process helpers to stop before the control plane
         self._recipes: dict[str, tuple[list[str], dict[str, str] | None]] = {}
 
@@ -204,7 +207,8 @@ def service_ready(stack: Stack, nodes: int) -> bool:
     http = stack.http
     if http.request("GET", f"{stack.service_url}/readyz").status != 200:
         return False
-    state = orjson.loads(http.request("GET", f"{stack.service_url}/debug/state").data)
+    debug = stack.extender_urls.get(stack.service_url, stack.service_url)
+    state = orjson.loads(http.request("GET", f"{debug}/debug/state").data)
     return bool(state.get("nodes", 0) >= nodes)
 
 

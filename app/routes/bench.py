@@ -9,7 +9,7 @@ the JSON work are all in the floor. Production never sets the variable, so the r
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 
 from app.routes.common import BodyError, context, json_body, json_response, text_response
 from app.routes.wire import ExtenderArgs, WireError, filter_result
@@ -21,7 +21,7 @@ blueprint = Blueprint("bench", __name__)
 def noop() -> Response:
     ctx = context()
     try:
-        args = ExtenderArgs.parse(json_body(ctx.settings.http.max_body_bytes))
+        args = ExtenderArgs.parse(json_body(ctx.settings.http.body_cap(request.path)))
     except BodyError as exc:
         if exc.missing:
             return text_response(exc.message, 400)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 
 from app import decisions
 from app.binding import BOUND_OK, bind_pod
@@ -47,7 +47,7 @@ def filter_route() -> Response:
     started = time.perf_counter()
     ctx = context()
     try:
-        args = ExtenderArgs.parse(json_body(ctx.settings.http.max_body_bytes))
+        args = ExtenderArgs.parse(json_body(ctx.settings.http.body_cap(request.path)))
     except BodyError as exc:
         if exc.missing:
             return text_response(exc.message, 400)
@@ -100,7 +100,7 @@ def bind_route() -> Response:
     started = time.perf_counter()
     ctx = context()
     try:
-        args = BindingArgs.parse(json_body(ctx.settings.http.max_body_bytes))
+        args = BindingArgs.parse(json_body(ctx.settings.http.body_cap(request.path)))
     except BodyError as exc:
         if exc.missing:
             return text_response(exc.message, 400)

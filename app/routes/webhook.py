@@ -34,7 +34,7 @@ def webhook() -> Response:
     if content_type != "application/json":
         return _bad_request(f"contentType={request.content_type}, expected application/json")
     try:
-        body = json_body(ctx.settings.http.max_body_bytes, MAX_DEPTH)
+        body = json_body(ctx.settings.http.body_cap(request.path), MAX_DEPTH)
         admission = parse_review(body)
     except BodyError as exc:
         return _bad_request("request body is empty" if exc.missing else exc.message)

@@ -145,15 +145,17 @@ class TlsFiles:
     ca_pem: bytes
 
 
-def write_tls(objects: Iterable[Obj], folder: Path) -> TlsFiles:
-    """The chart's TLS Secret (tls.crt, tls.key, ca.crt) as files."""
-    secret = find(objects, "Secret", "-tls")
+def write_tls(objects: Iterable[Obj], folder: Path, suffix: str = "-tls") -> TlsFiles:
+    """The chart's TLS Secret (tls.crt, tls.key, ca.crt) as files; `suffix` names another Secret of the
+    same shape (`-kube-scheduler-client`: kube-scheduler's client certificate and the CA the extender's
+    scheduler verbs require, issue 11)."""
+    secret = find(objects, "Secret", suffix)
     data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
     for key in ("tls.crt", "tls.key", "ca.crt"):
         if key not in data:
-            raise ChartError(f"the chart's TLS Secret has no {key}")
+            raise ChartError(f"the chart's Secret *{suffix} has no {key}")
         paths[key] = folder / key
         paths[key].write_bytes(data[key])
     paths["tls.key"].chmod(0o600)
@@ -164,14 +166,23 @@ def device_config(objects: Iterable[Obj]) -> str:
     return str(find(objects, "ConfigMap", "-device")["data"]["device-config.yaml"])
 
 
-def scheduler_configuration(objects: Iterable[Obj], extender_url: str, ca_file: Path) -> Obj:
-    """The chart's KubeSchedulerConfiguration with the extender at `extender_url`, trusting `ca_file`."""
+def scheduler_configuration(
+    objects: Iterable[Obj], extender_url: str, ca_file: Path, client: TlsFiles | None = None
+) -> Obj:
+    """The chart's KubeSchedulerConfiguration with the extender at `extender_url`, trusting `ca_file`,
+    presenting `client`'s certificate where the chart has kube-scheduler present one (else none)."""
     config: Obj = yaml.safe_load(find(objects, "ConfigMap", "-config")["data"]["config.yaml"])
     for extender in config.get("extenders") or []:
         extender["urlPrefix"] = extender_url
         tls = extender.get("tlsConfig")
         if isinstance(tls, dict) and tls.get("caFile"):
             tls["caFile"] = str(ca_file)
+        if isinstance(tls, dict) and tls.get("certFile"):
+            if client is None:
+                tls.pop("certFile")
+                tls.pop("keyFile", None)
+            else:
+                tls["certFile"], tls["keyFile"] = str(client.cert), str(client.key)
     return config
 
 

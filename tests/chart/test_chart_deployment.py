@@ -1,4 +1,4 @@
-"""The Deployment: the three containers and their commands, probes, shared state, security, strategy."""
+"""The Deployment: the four containers and their commands, probes, shared state, security, strategy."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ VALUE_SETS = ["default", "ha", "acquire", "crds"]
             id="kube-scheduler",
         ),
         pytest.param("extender", ["gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"], id="extender"),
+        pytest.param("webhook", ["gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"], id="webhook"),
         pytest.param("worker", ["python", "-m", "workers"], id="worker"),
     ],
 )
 def test_containers_and_commands(render: Any, value_set: str, container: str, command: list[str]) -> None:
     manifests = render(value_set)
-    assert [c["name"] for c in manifests.pod_spec["containers"]] == ["kube-scheduler", "extender", "worker"]
+    names = [c["name"] for c in manifests.pod_spec["containers"]]
+    assert names == ["kube-scheduler", "extender", "webhook", "worker"]
     spec = manifests.container(container)
     assert spec["command"] == command
     assert "args" not in spec
@@ -42,16 +44,16 @@ def test_kube_scheduler_image_follows_the_cluster_version(render: Any) -> None:
 def test_image_digest_wins_over_tag(render: Any) -> None:
     digest = "sha256:" + "a" * 64
     manifests = render("default", {"image.digest": digest, "image.repository": "registry.example/hami"})
-    assert manifests.container("extender")["image"] == f"registry.example/hami@{digest}"
-    assert manifests.container("worker")["image"] == f"registry.example/hami@{digest}"
+    for container in ("extender", "webhook", "worker"):
+        assert manifests.container(container)["image"] == f"registry.example/hami@{digest}"
 
 
 @pytest.mark.parametrize(
     ("container", "probe", "path", "port", "scheme"),
     [
-        pytest.param("extender", "livenessProbe", "/healthz", "https", "HTTPS", id="extender-liveness"),
-        pytest.param("extender", "readinessProbe", "/readyz", "https", "HTTPS", id="extender-readiness"),
-        pytest.param("extender", "startupProbe", "/healthz", "https", "HTTPS", id="extender-startup"),
+        pytest.param("webhook", "livenessProbe", "/healthz", "https", "HTTPS", id="webhook-liveness"),
+        pytest.param("webhook", "readinessProbe", "/readyz", "https", "HTTPS", id="webhook-readiness"),
+        pytest.param("webhook", "startupProbe", "/healthz", "https", "HTTPS", id="webhook-startup"),
         pytest.param("worker", "livenessProbe", "/healthz", "worker-metrics", "HTTP", id="worker-liveness"),
         pytest.param("worker", "startupProbe", "/healthz", "worker-metrics", "HTTP", id="worker-startup"),
         pytest.param(
@@ -60,7 +62,7 @@ def test_image_digest_wins_over_tag(render: Any) -> None:
     ],
 )
 def test_probes(render: Any, container: str, probe: str, path: str, port: str, scheme: str) -> None:
-    spec = render("ha").container(container)
+    spec = render("ha", {"serviceMonitor.enabled": True}).container(container)
     assert spec[probe]["httpGet"] == {"path": path, "port": port, "scheme": scheme}
     assert spec[probe]["timeoutSeconds"] < spec[probe]["periodSeconds"]
     declared = {p["name"] for p in spec["ports"]}
@@ -72,18 +74,21 @@ def test_probes(render: Any, container: str, probe: str, path: str, port: str, s
     [
         pytest.param("worker", "readinessProbe", id="worker-has-no-readiness"),
         pytest.param("kube-scheduler", "readinessProbe", id="kube-scheduler-has-no-readiness"),
+        pytest.param("extender", "readinessProbe", id="extender-has-no-readiness"),
+        pytest.param("extender", "livenessProbe", id="extender-has-no-liveness"),
     ],
 )
-def test_only_the_extender_gates_readiness(render: Any, container: str, probe: str) -> None:
-    # Pod readiness = the extender's /readyz (leader, synced, fresh heartbeat), nothing else.
+def test_only_the_public_server_gates_readiness(render: Any, container: str, probe: str) -> None:
+    # Pod readiness = the public server's /readyz (leader, synced, fresh heartbeat, the extender's verbs
+    # accepting connections), nothing else. No kubelet probe reaches the extender's verbs (issue 11).
     assert probe not in render("ha").container(container)
 
 
 @pytest.mark.parametrize(
     ("container", "port"),
     [
-        pytest.param("extender", 8443, id="extender-https"),
-        pytest.param("worker", 9395, id="worker-metrics"),
+        pytest.param("webhook", 8443, id="webhook-https"),
+        pytest.param("extender", 8444, id="extender-verbs"),
         pytest.param("kube-scheduler", 10259, id="kube-scheduler-secure-port"),
     ],
 )
@@ -91,12 +96,43 @@ def test_container_ports(render: Any, container: str, port: int) -> None:
     assert [p["containerPort"] for p in render().container(container)["ports"]] == [port]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "bind", "probe"),
+    [
+        pytest.param(
+            {}, "127.0.0.1:9395", {"exec": {"command": ["python", "-m", "workers.probe"]}}, id="loopback"
+        ),
+        pytest.param(
+            {"serviceMonitor.enabled": True},
+            "0.0.0.0:9395",
+            {"httpGet": {"path": "/healthz", "port": "worker-metrics", "scheme": "HTTP"}},
+            id="scraped",
+        ),
+        pytest.param(
+            {"networkPolicy.metricsFrom": [{"podSelector": {}}]},
+            "0.0.0.0:9395",
+            {"httpGet": {"path": "/healthz", "port": "worker-metrics", "scheme": "HTTP"}},
+            id="scraping-allowed",
+        ),
+    ],
+)
+def test_the_workers_metrics_listen_only_where_scraping_needs_them(
+    render: Any, overrides: dict[str, Any], bind: str, probe: dict[str, Any]
+) -> None:
+    """Issue 11: the worker's plain-HTTP metrics listened on 0.0.0.0 whether or not anything scraped them."""
+    worker = render("default", overrides).container("worker")
+    assert {e["name"]: e.get("value") for e in worker["env"]}["HAMI_WORKER_METRICS_BIND"] == bind
+    for name in ("livenessProbe", "startupProbe"):
+        assert {k: v for k, v in worker[name].items() if k in ("exec", "httpGet")} == probe
+    assert bool(worker.get("ports")) == bind.startswith("0.0.0.0")
+
+
 def test_state_dir_is_a_memory_emptydir_shared_by_extender_and_worker(render: Any) -> None:
     manifests = render("ha")
     volumes = {v["name"]: v for v in manifests.pod_spec["volumes"]}
     assert volumes["state"]["emptyDir"]["medium"] == "Memory"
     assert volumes["state"]["emptyDir"]["sizeLimit"] == "256Mi"
-    for container in ("extender", "worker"):
+    for container in ("extender", "webhook", "worker"):
         mounts = {m["mountPath"]: m["name"] for m in manifests.container(container)["volumeMounts"]}
         assert mounts["/var/run/hami"] == "state", container
     assert all(m["name"] != "state" for m in manifests.container("kube-scheduler")["volumeMounts"])
@@ -106,7 +142,22 @@ def test_state_dir_is_a_memory_emptydir_shared_by_extender_and_worker(render: An
     ("container", "mount_path", "volume", "read_only"),
     [
         pytest.param("extender", "/etc/hami/tls", "tls", True, id="extender-tls"),
+        pytest.param("webhook", "/etc/hami/tls", "tls", True, id="webhook-tls"),
         pytest.param("kube-scheduler", "/etc/hami/tls", "tls", True, id="kube-scheduler-ca"),
+        pytest.param(
+            "kube-scheduler",
+            "/etc/hami/kube-scheduler-client",
+            "kube-scheduler-client",
+            True,
+            id="kube-scheduler-client-cert",
+        ),
+        pytest.param(
+            "extender",
+            "/etc/hami/kube-scheduler-client",
+            "kube-scheduler-client",
+            True,
+            id="extender-client-ca",
+        ),
         pytest.param(
             "extender", "/etc/hami/device-config.yaml", "device-config", True, id="extender-devices"
         ),
@@ -115,6 +166,7 @@ def test_state_dir_is_a_memory_emptydir_shared_by_extender_and_worker(render: An
             "kube-scheduler", "/etc/kubernetes/hami-scheduler", "scheduler-config", True, id="ks-config"
         ),
         pytest.param("extender", "/tmp", "extender-tmp", False, id="extender-tmp"),
+        pytest.param("webhook", "/tmp", "webhook-tmp", False, id="webhook-tmp"),
         pytest.param("worker", "/tmp", "worker-tmp", False, id="worker-tmp"),
     ],
 )
@@ -140,7 +192,7 @@ def test_existing_device_configmap_is_used_and_none_rendered(render: Any) -> Non
     assert not manifests.has("ConfigMap", "hami-scheduler-device")
 
 
-@pytest.mark.parametrize("container", ["kube-scheduler", "extender", "worker"])
+@pytest.mark.parametrize("container", ["kube-scheduler", "extender", "webhook", "worker"])
 def test_container_security_context(render: Any, container: str) -> None:
     context = render().container(container)["securityContext"]
     assert context["runAsNonRoot"] is True
@@ -177,9 +229,9 @@ def test_pod_settings(render: Any) -> None:
     )
 
 
-def test_extender_keeps_serving_briefly_after_deletion(render: Any) -> None:
+def test_the_webhook_keeps_serving_briefly_after_deletion(render: Any) -> None:
     manifests = render()
-    assert manifests.container("extender")["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
+    assert manifests.container("webhook")["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
     assert manifests.pod_spec["terminationGracePeriodSeconds"] > 5
 
 

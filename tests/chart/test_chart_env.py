@@ -14,9 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 SETTINGS_SOURCE = (REPO / "config" / "settings.py").read_text(encoding="utf-8")
 READ_BY_SETTINGS = set(re.findall(r'"(HAMI_[A-Z_]+)"', SETTINGS_SOURCE))
 # Read by config/settings.py but deliberately not set by the chart (docs/install.md):
-# mTLS on the shared port would also demand client certificates from kubelet probes and the API server;
 # HAMI_BENCH_NOOP registers the benchmark-only floor route (python -m bench), never wanted in a cluster.
-NOT_SET_BY_CHART = {"HAMI_TLS_CLIENT_CA_FILE", "HAMI_BENCH_NOOP"}
+NOT_SET_BY_CHART = {"HAMI_BENCH_NOOP"}
 # Set by the chart but read by a library, not by config/settings.py.
 LIBRARY = {"PROMETHEUS_MULTIPROC_DIR"}
 DOWNWARD = {"POD_NAME": ("fieldRef", "metadata.name"), "POD_NAMESPACE": ("fieldRef", "metadata.namespace")}
@@ -45,22 +44,38 @@ COMMON = {
     "HAMI_LOCK_SWEEP_INTERVAL": "30s",
     **DOWNWARD,
 }
-EXTENDER_ONLY = {
+EXTENDER_ONLY = {  # kube-scheduler's verbs, for kube-scheduler alone (issue 11)
+    "HAMI_ROUTES": "scheduler",
+    "HAMI_BIND": "127.0.0.1:8444",
+    "HAMI_WORKERS": "2",
+    "HAMI_THREADS": "4",
+    "HAMI_TLS_CERT_FILE": "/etc/hami/tls/tls.crt",
+    "HAMI_TLS_KEY_FILE": "/etc/hami/tls/tls.key",
+    "HAMI_TLS_CLIENT_CA_FILE": "/etc/hami/kube-scheduler-client/ca.crt",
+    "HAMI_MAX_BODY_BYTES": "4194304",
+    "HAMI_FILTER_SYNC_WAIT": "10s",
+    "HAMI_BIND_LOCK_WAIT": "10s",
+    "HAMI_DECISION_LOG": "INFO",
+    "PROMETHEUS_MULTIPROC_DIR": "/var/run/hami/metrics-extender",
+}
+WEBHOOK_ONLY = {  # the public server
+    "HAMI_ROUTES": "public",
     "HAMI_BIND": "0.0.0.0:8443",
     "HAMI_WORKERS": "2",
     "HAMI_THREADS": "4",
     "HAMI_TLS_CERT_FILE": "/etc/hami/tls/tls.crt",
     "HAMI_TLS_KEY_FILE": "/etc/hami/tls/tls.key",
-    "HAMI_MAX_BODY_BYTES": "134217728",
-    "HAMI_FILTER_SYNC_WAIT": "10s",
-    "HAMI_BIND_LOCK_WAIT": "10s",
+    "HAMI_MAX_BODY_BYTES": "4194304",
     "HAMI_DECISION_LOG": "INFO",
     "HAMI_WEBHOOK_TRUSTED_USERS": (
         "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:kube-system:hami-device-plugin"
     ),
+    "HAMI_EXTENDER_ADDRESS": "127.0.0.1:8444",
+    "HAMI_EXTENDER_METRICS_DIR": "/var/run/hami/metrics-extender",
+    "PROMETHEUS_MULTIPROC_DIR": "/var/run/hami/metrics",
 }
 WORKER_ONLY = {
-    "HAMI_WORKER_METRICS_BIND": "0.0.0.0:9395",
+    "HAMI_WORKER_METRICS_BIND": "127.0.0.1:9395",
     "HAMI_REGISTRATION_INTERVAL": "15s",
     "HAMI_INFLIGHT_TTL": "60s",
     "HAMI_SCHEDULER_ROLE_LABEL": "true",
@@ -74,6 +89,7 @@ WORKER_ONLY = {
     ("container", "expected"),
     [
         pytest.param("extender", {**COMMON, **EXTENDER_ONLY}, id="extender"),
+        pytest.param("webhook", {**COMMON, **WEBHOOK_ONLY}, id="webhook"),
         pytest.param("worker", {**COMMON, **WORKER_ONLY}, id="worker"),
     ],
 )
@@ -82,10 +98,11 @@ def test_default_environment(render: Any, container: str, expected: dict[str, ob
 
 
 def test_worker_metrics_stay_out_of_the_extenders_multiprocess_dir(render: Any) -> None:
-    # The image's PROMETHEUS_MULTIPROC_DIR is Gunicorn's; the worker gets its own /tmp.
+    # Each Gunicorn has its own multiprocess dir (two containers' PIDs may coincide); the worker gets /tmp.
     manifests = render()
-    assert manifests.env("worker")["PROMETHEUS_MULTIPROC_DIR"] == "/tmp"
-    assert "PROMETHEUS_MULTIPROC_DIR" not in manifests.env("extender")
+    dirs = [manifests.env(c)["PROMETHEUS_MULTIPROC_DIR"] for c in ("extender", "webhook", "worker")]
+    assert dirs == ["/var/run/hami/metrics-extender", "/var/run/hami/metrics", "/tmp"]
+    assert manifests.env("webhook")["HAMI_EXTENDER_METRICS_DIR"] == dirs[0]
     mounts = {m["mountPath"]: m["name"] for m in manifests.container("worker")["volumeMounts"]}
     assert mounts["/tmp"] == "worker-tmp"
 
@@ -163,14 +180,29 @@ def test_common_setting_reaches_both_processes(
     render: Any, value_set: str, overrides: dict[str, object], variable: str, value: str
 ) -> None:
     manifests = render(value_set, overrides)
-    assert manifests.env("extender")[variable] == value
-    assert manifests.env("worker")[variable] == value
+    for container in ("extender", "webhook", "worker"):
+        assert manifests.env(container)[variable] == value, container
 
 
 @pytest.mark.parametrize(
     ("overrides", "container", "variable", "value"),
     [
-        pytest.param({"extender.port": 9443}, "extender", "HAMI_BIND", "0.0.0.0:9443", id="bind"),
+        pytest.param({"extender.port": 9443}, "webhook", "HAMI_BIND", "0.0.0.0:9443", id="bind"),
+        pytest.param(
+            {"extender.schedulerPort": 9444}, "extender", "HAMI_BIND", "127.0.0.1:9444", id="scheduler-bind"
+        ),
+        pytest.param(
+            {"extender.schedulerPort": 9444},
+            "webhook",
+            "HAMI_EXTENDER_ADDRESS",
+            "127.0.0.1:9444",
+            id="extender-address",
+        ),
+        pytest.param(
+            {"leaderElection.mode": "acquire"}, "extender", "HAMI_BIND", "0.0.0.0:8444", id="acquire-bind"
+        ),
+        pytest.param({"extender.public.workers": 3}, "webhook", "HAMI_WORKERS", "3", id="public-workers"),
+        pytest.param({"extender.public.threads": 8}, "webhook", "HAMI_THREADS", "8", id="public-threads"),
         pytest.param({"extender.workers": 6}, "extender", "HAMI_WORKERS", "6", id="workers"),
         pytest.param({"extender.threads": 16}, "extender", "HAMI_THREADS", "16", id="threads"),
         pytest.param(
@@ -183,7 +215,7 @@ def test_common_setting_reaches_both_processes(
             {"extender.bindLockWait": "20s"}, "extender", "HAMI_BIND_LOCK_WAIT", "20s", id="lock-wait"
         ),
         pytest.param(
-            {"worker.metricsPort": 9500}, "worker", "HAMI_WORKER_METRICS_BIND", "0.0.0.0:9500", id="metrics"
+            {"worker.metricsPort": 9500}, "worker", "HAMI_WORKER_METRICS_BIND", "127.0.0.1:9500", id="metrics"
         ),
         pytest.param(
             {"worker.registrationInterval": "30s"},
@@ -205,14 +237,14 @@ def test_common_setting_reaches_both_processes(
                 "webhook.trustedUsers": ["system:serviceaccount:ops:auditor"],
                 "webhook.devicePluginServiceAccount.name": "",
             },
-            "extender",
+            "webhook",
             "HAMI_WEBHOOK_TRUSTED_USERS",
             "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:ops:auditor",
             id="trusted-users",
         ),
         pytest.param(
             {"webhook.devicePluginServiceAccount.namespace": ""},
-            "extender",
+            "webhook",
             "HAMI_WEBHOOK_TRUSTED_USERS",
             "system:serviceaccount:hami-system:hami-scheduler,system:serviceaccount:hami-system:hami-device-plugin",
             id="device-plugin-in-release-namespace",
@@ -230,12 +262,13 @@ def test_extra_env_is_appended(render: Any) -> None:
         "default", {"extender.extraEnv": [{"name": "KUBECONFIG", "value": "/etc/kube/config"}]}
     )
     assert manifests.env("extender")["KUBECONFIG"] == "/etc/kube/config"
+    assert manifests.env("webhook")["KUBECONFIG"] == "/etc/kube/config"
     assert "KUBECONFIG" not in manifests.env("worker")
 
 
 def test_every_variable_the_chart_sets_is_read_by_settings(render: Any) -> None:
     for value_set in ("default", "ha", "acquire", "crds"):
-        for container in ("extender", "worker"):
+        for container in ("extender", "webhook", "worker"):
             names = set(render(value_set).env(container))
             assert names - READ_BY_SETTINGS - set(DOWNWARD) - set(NODE) - LIBRARY == set(), (
                 value_set,
@@ -245,12 +278,12 @@ def test_every_variable_the_chart_sets_is_read_by_settings(render: Any) -> None:
 
 def test_every_setting_is_set_by_the_chart(render: Any) -> None:
     manifests = render()
-    set_somewhere = set(manifests.env("extender")) | set(manifests.env("worker"))
+    set_somewhere = set().union(*(manifests.env(c) for c in ("extender", "webhook", "worker")))
     assert READ_BY_SETTINGS - set_somewhere == NOT_SET_BY_CHART
 
 
 @pytest.mark.parametrize("value_set", ["default", "ha", "acquire", "crds"])
-@pytest.mark.parametrize("container", ["extender", "worker"])
+@pytest.mark.parametrize("container", ["extender", "webhook", "worker"])
 def test_settings_loader_accepts_the_rendered_environment(
     render: Any, tmp_path: Path, value_set: str, container: str
 ) -> None:
@@ -262,7 +295,7 @@ def test_settings_loader_accepts_the_rendered_environment(
         manifests.one("ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
     )
     files = {"HAMI_DEVICE_CONFIG_FILE": device_config}
-    for name in ("HAMI_TLS_CERT_FILE", "HAMI_TLS_KEY_FILE"):
+    for name in ("HAMI_TLS_CERT_FILE", "HAMI_TLS_KEY_FILE", "HAMI_TLS_CLIENT_CA_FILE"):
         if name in env:
             files[name] = tmp_path / Path(env[name]).name
             files[name].write_text("placeholder")
@@ -276,7 +309,10 @@ def test_settings_loader_accepts_the_rendered_environment(
     assert settings.leader.resource_namespace == "hami-system"
     assert settings.leader.identity == "hami-scheduler-7d9c-x2k4f"
     assert settings.vendors, "the rendered device config yields the NVIDIA vendor"
-    if container == "extender":
-        assert settings.http.bind == "0.0.0.0:8443"
+    if container == "webhook":
+        assert (settings.http.bind, settings.http.routes) == ("0.0.0.0:8443", "public")
         assert settings.http.cert_file.endswith("tls.crt")
         assert "system:serviceaccount:kube-system:hami-device-plugin" in settings.webhook_trusted_users
+    if container == "extender":
+        assert settings.http.routes == "scheduler" and settings.http.client_ca_file
+        assert settings.http.bind.endswith(":8444")

@@ -49,9 +49,9 @@ def test_http_timeout_covers_the_bind_lock_budget(render: Any) -> None:
 @pytest.mark.parametrize(
     ("value_set", "url"),
     [
-        pytest.param("default", "https://127.0.0.1:8443", id="follow-own-pod"),
-        pytest.param("ha", "https://127.0.0.1:8443", id="ha-follow-own-pod"),
-        pytest.param("acquire", "https://hami-scheduler.hami-system.svc:443", id="acquire-through-service"),
+        pytest.param("default", "https://127.0.0.1:8444", id="follow-own-pod"),
+        pytest.param("ha", "https://127.0.0.1:8444", id="ha-follow-own-pod"),
+        pytest.param("acquire", "https://hami-scheduler.hami-system.svc:8444", id="acquire-through-service"),
     ],
 )
 def test_extender_url(render: Any, value_set: str, url: str) -> None:
@@ -66,14 +66,22 @@ def test_tls_is_verified_against_the_chart_ca(render: Any, value_set: str) -> No
         "insecure": False,
         "caFile": "/etc/hami/tls/ca.crt",
         "serverName": "hami-scheduler.hami-system.svc",
+        "certFile": "/etc/hami/kube-scheduler-client/tls.crt",
+        "keyFile": "/etc/hami/kube-scheduler-client/tls.key",
     }
-    # The CA file is the TLS Secret mounted into kube-scheduler.
-    volume = next(v for v in manifests.pod_spec["volumes"] if v["name"] == "tls")
-    assert volume["secret"]["secretName"] == "hami-scheduler-tls"
+    # The CA file is the TLS Secret mounted into kube-scheduler; its client certificate another Secret,
+    # whose CA the extender requires (issue 11).
+    volumes = {v["name"]: v for v in manifests.pod_spec["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "hami-scheduler-tls"
+    assert volumes["kube-scheduler-client"]["secret"]["secretName"] == "hami-scheduler-kube-scheduler-client"
 
 
 def test_insecure_tls_is_opt_in(render: Any) -> None:
-    assert extender(render("default", {"kubeScheduler.tlsInsecure": True}))["tlsConfig"] == {"insecure": True}
+    assert extender(render("default", {"kubeScheduler.tlsInsecure": True}))["tlsConfig"] == {
+        "insecure": True,
+        "certFile": "/etc/hami/kube-scheduler-client/tls.crt",
+        "keyFile": "/etc/hami/kube-scheduler-client/tls.key",
+    }
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.x509.oid import NameOID
 
 SERVICE_NAMES = ["hami-scheduler", "hami-scheduler-webhook", "hami-scheduler-metrics"]
 REQUIRED_DNS = [f"{name}.hami-system.svc" for name in SERVICE_NAMES]
@@ -73,7 +74,10 @@ def test_one_ca_for_the_secret_the_webhook_and_the_pod_checksum(render: Any) -> 
 
 def test_cert_manager(render: Any) -> None:
     manifests = render("crds")
-    assert not manifests.has("Secret")
+    # the only Secret: kube-scheduler's client identity, Helm-generated whatever the serving source
+    assert [s["metadata"]["name"] for s in manifests.all("Secret")] == [
+        "hami-scheduler-kube-scheduler-client"
+    ]
     config = manifests.one("MutatingWebhookConfiguration")
     assert (
         config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
@@ -109,7 +113,9 @@ def test_cert_manager_with_an_external_issuer(render: Any) -> None:
 def test_existing_secret_with_a_ca_bundle(render: Any) -> None:
     bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n...\n").decode()
     manifests = render("default", {"tls.existingSecret": "corp-tls", "tls.caBundle": bundle})
-    assert not manifests.has("Secret")
+    assert [s["metadata"]["name"] for s in manifests.all("Secret")] == [
+        "hami-scheduler-kube-scheduler-client"
+    ]
     assert webhook_client(manifests)["caBundle"] == bundle
     volume = next(v for v in manifests.pod_spec["volumes"] if v["name"] == "tls")
     assert volume["secret"] == {"secretName": "corp-tls", "defaultMode": 0o440}
@@ -119,18 +125,37 @@ def test_existing_secret_needs_a_ca_bundle_without_a_cluster(render_error: Any) 
     assert "tls.caBundle is required" in render_error("default", {"tls.existingSecret": "corp-tls"})
 
 
-@pytest.mark.parametrize("container", ["extender", "kube-scheduler"])
+@pytest.mark.parametrize("container", ["extender", "webhook", "kube-scheduler"])
 def test_tls_files(render: Any, container: str) -> None:
     manifests = render()
     mounts = {m["name"]: m["mountPath"] for m in manifests.container(container)["volumeMounts"]}
     assert mounts["tls"] == "/etc/hami/tls"
-    if container == "extender":
-        env = manifests.env("extender")
+    if container != "kube-scheduler":
+        env = manifests.env(container)
         assert (env["HAMI_TLS_CERT_FILE"], env["HAMI_TLS_KEY_FILE"]) == (
             "/etc/hami/tls/tls.crt",
             "/etc/hami/tls/tls.key",
         )
-        assert "HAMI_TLS_CLIENT_CA_FILE" not in env
+        # kube-scheduler's verbs require its client certificate; the public server requires none (the API
+        # server, the kubelet and Prometheus present none)
+        client_ca = env.get("HAMI_TLS_CLIENT_CA_FILE")
+        assert client_ca == ("/etc/hami/kube-scheduler-client/ca.crt" if container == "extender" else None)
+
+
+def test_kube_scheduler_has_a_client_certificate_of_its_own_ca(render: Any) -> None:
+    """Issue 11: the chart wires kube-scheduler's tlsConfig certFile/keyFile and the extender's client CA.
+    The certificate is signed by a CA that signs nothing else, and verifies against it."""
+    secret = render().one("Secret", "hami-scheduler-kube-scheduler-client")
+    assert secret["type"] == "kubernetes.io/tls"
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    ca = x509.load_pem_x509_certificate(data["ca.crt"])
+    cert = x509.load_pem_x509_certificate(data["tls.crt"])
+    assert cert.issuer == ca.subject and cert.subject != ca.subject
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "hami-kube-scheduler"
+    cert.verify_directly_issued_by(ca)
+    serving = render().one("Secret", "hami-scheduler-tls")
+    serving_ca = x509.load_pem_x509_certificate(base64.b64decode(serving["data"]["ca.crt"]))
+    assert serving_ca.subject != ca.subject, "the serving CA must not be the client CA"
 
 
 def test_helm_test_pod_verifies_the_leader_over_tls(render: Any) -> None:

@@ -34,7 +34,7 @@ HAMI_REASONS = (
 )
 CHILDREN = {
     "emulator": {"apiserver", "nodes", "worker", "service", "scheduler"},
-    "real": {"etcd", "kube-apiserver", "nodes", "worker", "service", "scheduler"},
+    "real": {"etcd", "kube-apiserver", "nodes", "worker", "extender", "service", "scheduler"},
 }
 
 
