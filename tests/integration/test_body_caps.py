@@ -6,7 +6,8 @@ the cap was 128 MiB and the body was parsed whole. The pod runs as the chart run
 (refused before a byte is read), chunked (read through the route's cap), and, for the JSON verbs, a body
 of nested lists just under their cap (refused before it is parsed). Each answer must be the route's own
 refusal, and the peak resident memory (VmHWM) of every Gunicorn worker of the pod may grow by at most
-MAX_GROWTH across all of it. The answer times are reported (not asserted: tests do not time the machine).
+MAX_GROWTH across the refused bodies (a body the cap admits may add itself once). The answer times are
+reported (not asserted: tests do not time the machine).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ MIB = 1024 * 1024
 BOMB = b"[" + b"[]," * (16 * MIB // 3) + b"[]]"  # 16 MiB of nested empty lists, valid JSON
 # a chunked bomb may pass 200,000 objects and lists before it passes the cap: refused as soon as it does
 REFUSED = ("request body larger than", "more than 200000 objects and lists")
-MAX_GROWTH = 5 * MIB  # "a few MiB": at worst a worker holds one route's cap (4 MiB) of a body
+MAX_GROWTH = 5 * MIB  # "a few MiB" for a refused body (one 64 KiB chunk at a time is read and dropped)
+# a body the cap admits is held once (4 MiB) while it is counted, plus the allocator's slack
+MAX_GROWTH_UNDER_CAP = 4 * MIB + MAX_GROWTH
 ROUTES = [
     ("extender", "POST", "/filter"),
     ("extender", "POST", "/bind"),
@@ -136,7 +139,7 @@ def test_a_16_mib_body_to_any_route_is_refused_without_memory(pod: ChartPod) -> 
         f"just under the cap: {under_cap}; answers: {report}\n"
     )
     assert max(growth.values()) <= MAX_GROWTH / MIB, growth
-    assert max(under_cap.values()) <= MAX_GROWTH / MIB, under_cap
+    assert max(under_cap.values()) <= MAX_GROWTH_UNDER_CAP / MIB, under_cap
     for path, kind, message in answers:
         expected = ("more than 200000 objects and lists",) if kind == "under-cap" else REFUSED
         assert any(reason in message for reason in expected), (path, kind, message)
