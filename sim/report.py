@@ -196,13 +196,13 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
     }
 
 
-def histogram_quantile_ms(metrics: str, name: str, q: float, phase: str = "total") -> float:
-    """Prometheus' histogram_quantile over one `phase` of histogram `name` in a text exposition (linear
-    within the bucket), in milliseconds; 0.0 without observations."""
+def histogram_quantile_ms(metrics: str, name: str, q: float, phase: str = "") -> float:
+    """Prometheus' histogram_quantile over histogram `name` (only its series of `phase` when given) in a
+    text exposition (linear within the bucket), in milliseconds; 0.0 without observations."""
     buckets: list[tuple[float, float]] = []
     prefix = f"{name}_bucket{{"
     for line in metrics.splitlines():
-        if not line.startswith(prefix) or f'phase="{phase}"' not in line:
+        if not line.startswith(prefix) or (phase and f'phase="{phase}"' not in line):
             continue
         labels, _, value = line.rpartition(" ")
         le = labels.split('le="', 1)[1].split('"', 1)[0]
