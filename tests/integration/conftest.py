@@ -86,6 +86,9 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 MERGE_PATCH = "application/merge-patch+json"
 GPU_TYPE = "NVIDIA-Tesla V100-PCIE-32GB"
+# Start-up waits guard against a hang, they do not measure speed: a loaded 2-core machine took over 30 s to
+# bring Gunicorn and its workers up, so the guard is generous.
+STARTUP_GUARD_S = 120.0
 
 
 # --- waiting and processes --------------------------------------------------------------------------------
@@ -869,8 +872,12 @@ def start_service(
         )
         service = Service(process, f"http://127.0.0.1:{port}", state_dir, metrics_dir, service_env)
         started.append(service)
-        wait_for(lambda: service._alive() and service.get("/healthz").status == 200, 30.0, "/healthz")
-        wait_for(lambda: len(_children(process.pid)) >= workers, 30.0, f"{workers} Gunicorn workers")
+        wait_for(
+            lambda: service._alive() and service.get("/healthz").status == 200, STARTUP_GUARD_S, "/healthz"
+        )
+        wait_for(
+            lambda: len(_children(process.pid)) >= workers, STARTUP_GUARD_S, f"{workers} Gunicorn workers"
+        )
         if registrar == "auto":
             registrar = "worker" if worker_available() else "standin"
         if registrar == "worker":

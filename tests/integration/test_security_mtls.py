@@ -154,7 +154,7 @@ def service(pki: Pki, emulator: Any, tmp_path_factory: pytest.TempPathFactory) -
     process = start_process(argv, log_path=workdir / "gunicorn.log", env=env, cwd=REPO)
     try:
         context = client_context(pki, pki.client)
-        wait_for_http(f"https://127.0.0.1:{port}/healthz", timeout=30, process=process, ssl_context=context)
+        wait_for_http(f"https://127.0.0.1:{port}/healthz", timeout=120, process=process, ssl_context=context)
         yield TlsService(process, port)
     finally:
         process.stop(15.0)
