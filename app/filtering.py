@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import Context
-from app.core import adoption, mig, pods, quota
+from app.core import adoption, pods, quota
 from app.core.codec import CodecError, encode_pod_single_device
 from app.core.decision import (
     ASSIGNED_NODE,
@@ -36,6 +36,7 @@ from app.core.decision import (
     failure_events,
     pod_context,
     reason_keys,
+    stale_annotations,
     success_event,
 )
 from app.core.fit import PodContext, evaluate_node
@@ -43,6 +44,7 @@ from app.core.inventory import NodeUnregistered, decode_node, node_name
 from app.core.model import DeviceUse, NodeDevices, PodDevices
 from app.core.pods import PodError
 from app.core.quota import pod_quota_use
+from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
 from app.core.vendor import InvalidRequest
 from app.k8s import objects
@@ -129,7 +131,9 @@ def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: C
         name=ctx.name,
         node=node,
         state=ASSUMED,
-        uses=allocation_uses(devices, ctx.requests.init_count),
+        uses=allocation_uses(
+            devices, ctx.requests.init_count, vendor_tags(ctx.annotations, context.settings.vendors)
+        ),
         quota=pod_quota_use(collapsed, context.settings.vendors),
         allocation=";".join(f"{key}={encode_pod_single_device(c)}" for key, c in sorted(devices.items())),
         updated_at=context.clock(),
@@ -231,6 +235,9 @@ def filter_pod(
     probe = _probe(context, pod)
     if isinstance(probe, FilterOutcome):
         return probe
+    disabled = pods.disabled_request(pod, context.settings.disabled_resources)
+    if disabled is not None:
+        return FilterOutcome(error=disabled, denial="disabled-vendor")
     if not probe.requests.any:
         return FilterOutcome(node_names=node_names, nodes=nodes, passthrough=True)  # §4.1 step 1
     if nodes is not None:  # decides on the given nodes alone and writes nothing
@@ -276,9 +283,8 @@ def _place(
     reserved = reserve(context, pod, probe, candidates, snapshot, outcome)
     if reserved is None:
         return outcome
-    stale = [mig.ANNOTATION] if mig.ANNOTATION in pods.annotations_of(pod) else []
     version = objects.resource_version(pod)
-    return _commit(context, _ref(pod, probe), reserved, len(candidates), outcome, stale, version)
+    return _commit(context, pod, _ref(pod, probe), reserved, len(candidates), outcome, version)
 
 
 def reserve(
@@ -322,23 +328,25 @@ def reserve(
 
 def _commit(
     context: Context,
+    pod: Mapping[str, Any],
     ref: PodRef,
     reserved: Reserved,
     candidates: int,
     outcome: FilterOutcome,
-    stale: list[str],
     version: str,
 ) -> FilterOutcome:
-    """Write the decision onto the pod, deleting `stale` annotations of an earlier decision it does not
-    replace (a re-filtered pod's MIG allocations); FORGET the reservation if that fails. The patch is
+    """Write the decision onto the pod, deleting vendor annotations of an earlier decision it does not
+    replace (a re-filtered pod's MIG allocations, say); FORGET the reservation if that fails. The patch is
     conditional on the pod's UID and on `version`, the resourceVersion the refusal checks saw: a pod
     bound, deleted or changed since gets nothing written."""
     mark = time.perf_counter()
     node, uid = reserved.node, ref.uid
-    annotations: dict[str, str | None] = dict.fromkeys(stale)
-    annotations.update(
-        allocation_annotations(node, reserved.devices, context.settings.vendors, int(context.clock()))
+    vendors, now = context.settings.vendors, context.clock()
+    written = allocation_annotations(node, reserved.devices, vendors, int(now), pod, int(now * 1e9))
+    annotations: dict[str, str | None] = dict.fromkeys(
+        stale_annotations(pods.annotations_of(pod), written, vendors)
     )
+    annotations.update(written)
     try:
         objects.patch_pod_metadata(
             context.kube,

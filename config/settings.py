@@ -23,7 +23,7 @@ from app.core.decision import Policies
 from app.core.nodelock import parse_go_duration
 from app.core.policy import BINPACK, GPU_POLICIES, NODE_POLICIES, SPREAD, unknown_gpu_policy
 from app.core.vendor import Vendor
-from app.devices import DeviceConfigError, build_vendors
+from app.devices import FLAGS, DeviceConfigError, build_vendors, disabled_resources
 
 
 class SettingsError(ValueError):
@@ -96,8 +96,10 @@ class Settings:
     # Scheduler names whose pods' allocations count besides ours (app/core/adoption.py); never written.
     adopt_scheduler_names: tuple[str, ...] = (HAMI_DEFAULT_SCHEDULER,)
     policies: Policies = field(default_factory=Policies)
-    vendors: tuple[Vendor, ...] = field(default_factory=lambda: build_vendors(None))
+    vendors: tuple[Vendor, ...] = field(default_factory=lambda: build_vendors(None, frozenset()))
     device_config: Mapping[str, Any] = field(default_factory=dict)
+    # resource name -> why no enabled vendor serves it (a pod asking for it gets that as its Error)
+    disabled_resources: Mapping[str, str] = field(default_factory=dict)
     force_overwrite_default_scheduler: bool = True
     nodelock_expire: timedelta = timedelta(minutes=5)
     node_label_selector: str = ""
@@ -312,8 +314,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     device_path = env.get("HAMI_DEVICE_CONFIG_FILE", "")
     device_config = load_device_config(device_path) if device_path else {}
+    flags = frozenset(flag for flag in FLAGS if _bool(env, f"HAMI_ENABLE_{flag.upper()}", False))
     try:
-        vendors = build_vendors(device_config)
+        vendors = build_vendors(device_config, flags)
     except DeviceConfigError as exc:
         raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={device_path!r}: {exc}") from None
     interval = _duration(env, "HAMI_REGISTRATION_INTERVAL", timedelta(seconds=15)).total_seconds()
@@ -327,6 +330,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         policies=Policies(gpu=_gpu_policy(env), node=_node_policy(env)),
         vendors=vendors,
         device_config=device_config,
+        disabled_resources=disabled_resources(device_config, flags),
         force_overwrite_default_scheduler=_bool(env, "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER", True),
         nodelock_expire=_duration(env, "HAMI_NODELOCK_EXPIRE", timedelta(minutes=5)),
         node_label_selector=env.get("HAMI_NODE_LABEL_SELECTOR", ""),

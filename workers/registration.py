@@ -3,10 +3,12 @@
 A pass (every HAMI_REGISTRATION_INTERVAL, on node/quota changes after a short debounce — HAMi waits for its
 15 s tick on node updates, quirk #22 — and when this replica becomes leader) looks at every selected node:
 
-- nodes without any vendor's register annotation are not GPU nodes: left out, not stamped (HAMi stamps the
+- nodes that carry no vendor's devices are not GPU nodes: left out, not stamped (HAMi stamps the
   handshake on every selected node, quirk #20), and a node whose annotation was deleted drops out at once
   (HAMi keeps its stale devices, quirks #23/#24);
-- per vendor, the handshake/health rule of `app.core.health` with the NVIDIA bookkeeping; the leader
+- per vendor the node carries (`Vendor.registered`: its register annotation, or its capacity for vendors
+  whose devices are derived from it), the vendor's health rule (`Vendor.health`: the handshake of
+  `app.core.health`, with NVIDIA's bookkeeping, or "always", or "capacity > 0"); the leader
   writes `Requesting_<now>` where it is due (the caller applies `Pass.stamps`), a follower only reads. An
   unhealthy node is left out with its reason; a device with `health:false` stays in (Fit skips it);
   HAMi's NodeCleanUp (which deletes the handshake of an unhealthy node and makes it flap, quirk #21) is not
@@ -31,11 +33,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from app.core import health, quantity
-from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
+from app.core import health
+from app.core.inventory import NodeUnregistered, decode_node, node_view
 from app.core.model import NodeDevices
 from app.core.quota import quota_limits
-from app.core.vendor import Vendor
+from app.core.vendor import NodeView, Vendor
 from app.state import snapshot
 from app.state.snapshot import NodeRecord, Snapshot, SnapshotError
 from workers.metrics import WorkerMetrics
@@ -91,19 +93,6 @@ class Pass:
     corrupt: int
 
 
-def _allocatable(node: Mapping[str, Any], resource: str) -> int:
-    status = node.get("status")
-    allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
-    value = allocatable.get(resource) if isinstance(allocatable, Mapping) else None
-    return max(0, quantity.as_int64(value) or 0) if value is not None else 0
-
-
-def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = node.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    return labels if isinstance(labels, Mapping) else {}
-
-
 class Registrar:
     """Keeps what survives between passes: the NVIDIA bookkeeping, the decode cache, the last snapshot."""
 
@@ -115,7 +104,7 @@ class Registrar:
         self._decoded: dict[str, tuple[object, NodeDevices | str]] = {}
         # decode_node never reads a handshake, which changes on every stamp and device-plugin report: not in
         # the cache key, or every handshake round re-decodes every node (~0.7 s per pass at 5,000 nodes)
-        self._handshakes = frozenset(v.handshake_annotation for v in vendors)
+        self._handshakes = frozenset(v.handshake_annotation for v in vendors if v.handshake_annotation)
         self._reasons: dict[str, str] = {}
         self._seen: dict[str, float] = {}
         self._seen_lock = threading.Lock()
@@ -137,43 +126,34 @@ class Registrar:
         """A new term starts from what the API says, like a fresh HAMi leader."""
         self._book.clear()
 
-    def _decode(self, node: Mapping[str, Any], vendors: list[Vendor]) -> NodeDevices | str:
-        name = node_name(node)
-        annotations = node_annotations(node).items()
+    def _decode(self, node: Mapping[str, Any], view: NodeView, vendors: list[Vendor]) -> NodeDevices | str:
+        """Decode (cached by what discovery reads: annotations but handshakes, labels and capacity)."""
         key = (
-            tuple(sorted(kv for kv in annotations if kv[0] not in self._handshakes)),
+            tuple(sorted(kv for kv in view.annotations.items() if kv[0] not in self._handshakes)),
+            tuple(sorted(view.labels.items())),
+            tuple(sorted((k, str(v)) for k, v in view.capacity.items())),
             tuple(v.key for v in vendors),
         )
-        cached = self._decoded.get(name)
+        cached = self._decoded.get(view.name)
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
             result: NodeDevices | str = decode_node(node, vendors)
         except NodeUnregistered as exc:
             result = str(exc)
-        self._decoded[name] = (key, result)
+        self._decoded[view.name] = (key, result)
         return result
 
-    def _health(
-        self, node: Mapping[str, Any], now: datetime, stamps: list[Stamp]
-    ) -> tuple[list[Vendor], str]:
+    def _health(self, view: NodeView, now: datetime, stamps: list[Stamp]) -> tuple[list[Vendor], str]:
         """The vendors registered on the node that are healthy, and why the others are not."""
-        name, annotations = node_name(node), node_annotations(node)
+        name = view.name
         healthy, reasons = [], []
         for vendor in self._vendors:
-            register = annotations.get(vendor.register_annotation)
-            if register is None:
+            if not vendor.registered(view):
                 continue
-            verdict = health.check(
-                annotations.get(vendor.handshake_annotation),
-                _allocatable(node, vendor.resources.count),
-                register,
-                self._book.get((name, vendor.key), health.Reported()),
-                now,
-                vendor.resources.count,
-            )
+            verdict = vendor.health(view, self._book.get((name, vendor.key), health.Reported()), now)
             self._book[(name, vendor.key)] = verdict.reported
-            if verdict.stamp is not None:
+            if verdict.stamp is not None and vendor.handshake_annotation:
                 stamps.append(Stamp(name, vendor.handshake_annotation, verdict.stamp))
             if verdict.healthy:
                 healthy.append(vendor)
@@ -191,24 +171,23 @@ class Registrar:
         unhealthy = corrupt = 0
         present: set[str] = set()
         for node in nodes:
-            name = node_name(node)
+            view = node_view(node)
+            name = view.name
             present.add(name)
-            healthy, why = self._health(node, now, stamps)
+            healthy, why = self._health(view, now, stamps)
             if why and not healthy:
                 broken[name] = f"unhealthy: {why}"
                 unhealthy += 1
                 continue
             if not healthy:
                 continue  # no vendor registered: not a GPU node
-            decoded = self._decode(node, healthy)
+            decoded = self._decode(node, view, healthy)
             if isinstance(decoded, str):
                 broken[name] = decoded
                 corrupt += 1
                 continue
-            labels = _labels(node)
-            zone, region = labels.get(ZONE_LABEL), labels.get(REGION_LABEL)
             records[name] = NodeRecord(
-                decoded, 0, zone if isinstance(zone, str) else "", region if isinstance(region, str) else ""
+                decoded, 0, view.labels.get(ZONE_LABEL, ""), view.labels.get(REGION_LABEL, "")
             )
         self._forget_absent(present)
         self._log_reasons(broken)

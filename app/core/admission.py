@@ -77,7 +77,14 @@ def scheduler_owned(key: str, vendors: Sequence[Vendor]) -> bool:
     """Is this pod annotation written only by the scheduler or the device plugin?"""
     if key.startswith(SCHEDULER_OWNED_PREFIXES):
         return True
-    return any(key in (v.allocated_annotation, v.to_allocate_annotation) for v in vendors)
+    return any(key and key in (v.allocated_annotation, v.to_allocate_annotation) for v in vendors)
+
+
+def scheduler_written(key: str, vendors: Sequence[Vendor]) -> bool:
+    """Is this pod annotation one that only the scheduler sets at filter time (or the device plugin after
+    it)? A new pod carrying one had it forged: it is removed on CREATE (vendors' runtime annotations such
+    as Cambricon's `CAMBRICON_DSMLU_PROFILE` are read by their device plugins)."""
+    return scheduler_owned(key, vendors) or any(key in v.pod_annotation_keys for v in vendors)
 
 
 def admit(
@@ -167,7 +174,7 @@ def _create(
     # Before the skip rule: a pod naming another scheduler must not keep a forged allocation (HAMi #3041).
     base = copy.deepcopy(original)
     annotations = (base.get("metadata") or {}).get("annotations") or {}
-    stripped = tuple(key for key in annotations if scheduler_owned(key, vendors))
+    stripped = tuple(key for key in annotations if scheduler_written(key, vendors))
     for key in stripped:
         del annotations[key]
 

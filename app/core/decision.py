@@ -18,7 +18,7 @@ from app.core.fit import NodeVerdict, PodContext, evaluate_node
 from app.core.model import NodeDevices, NodeUse, PodDevices, QuotaView
 from app.core.policy import gpu_policy, node_policy, node_sort_key, numa_bind
 from app.core.score import format_score
-from app.core.vendor import Vendor
+from app.core.vendor import AnnotationContext, Vendor
 
 ASSIGNED_NODE = "hami.io/vgpu-node"
 ASSIGNED_TIME = "hami.io/vgpu-time"
@@ -102,15 +102,35 @@ def decide(
 
 
 def allocation_annotations(
-    node: str, devices: PodDevices, vendors: Sequence[Vendor], now_unix: int
+    node: str,
+    devices: PodDevices,
+    vendors: Sequence[Vendor],
+    now_unix: int,
+    pod: Mapping[str, Any] | None = None,
+    now_nanos: int | None = None,
 ) -> dict[str, str]:
-    """The pod annotations Filter writes for the winner (§4.10); `now_unix` is the caller's clock."""
+    """The pod annotations Filter writes for the winner (§4.10; vendors §1.4: `hami.io/vgpu-node` and
+    `-time` first, then every vendor's, in registry order); `now_unix`/`now_nanos` are the caller's clock."""
     annotations = {ASSIGNED_NODE: node, ASSIGNED_TIME: str(now_unix)}
+    nanos = now_unix * 1_000_000_000 if now_nanos is None else now_nanos
     for vendor in vendors:
         containers = devices.get(vendor.key)
         if containers is not None:
-            annotations.update(vendor.pod_annotations(containers))
+            ctx = AnnotationContext(node, pod or {}, dict(annotations), now_unix, nanos)
+            annotations.update(vendor.pod_annotations(containers, ctx))
     return annotations
+
+
+def stale_annotations(
+    pod_annotations: Mapping[str, str], written: Mapping[str, str], vendors: Sequence[Vendor]
+) -> list[str]:
+    """Vendor annotations an earlier decision left on a re-filtered pod that this one does not rewrite."""
+    return [
+        key
+        for vendor in vendors
+        for key in vendor.pod_annotation_keys
+        if key in pod_annotations and key not in written
+    ]
 
 
 _REASON = re.compile(r"^(\d+)/(\d+) (\S+)")

@@ -6,7 +6,8 @@ allocation is added (and the device order left by the previous container's sort 
 
 The allocation is padded by vendor key, one group per container for every vendor the pod asks for, so that
 entry i of the annotation is container i for the device plugin (HAMi pads by device model instead, which
-drops GPU-less containers from the list: quirk #1, fixed; docs/compatibility.md).
+drops GPU-less containers from the list: quirk #1, fixed; docs/compatibility.md). A request sees the devices
+its vendor says it may use (`Vendor.sees`); vendors that score nodes add to the base node score.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from app.core.model import (
     QuotaView,
 )
 from app.core.policy import ScoredDevice, sort_devices
-from app.core.score import device_score, node_score
+from app.core.score import device_score, f32, node_score
 from app.core.usage import collapse, working_devices
-from app.core.vendor import AddUsageError, FitContext, Vendor
+from app.core.vendor import AddUsageError, FitContext, ScoreContext, Vendor
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +111,14 @@ def _fit_container(
         vendor = vendors.get(request.type)
         if vendor is None:
             raise _Unfit(reasons.DEVICE_TYPE_NOT_FOUND)
-        wanted = request.type.lower()
-        candidates = [entry.device for entry in scored if wanted in entry.device.type.lower()]
+        candidates = [entry.device for entry in scored if vendor.sees(entry.device.type, entry.device.vendor)]
         if request.nums > len(candidates) and not vendor.may_reuse_devices(
             candidates, request, ctx.annotations
         ):
             raise _Unfit(reasons.NODE_INSUFFICIENT_DEVICE)
         quota_fits = _quota_fits(ctx, vendor, allocated, position)
-        fit_ctx = FitContext(ctx.annotations, ctx.namespace, ctx.gpu_policy, node, quota_fits)
+        earlier = tuple(group.get(key, ()) for group in allocated[:position])
+        fit_ctx = FitContext(ctx.annotations, ctx.namespace, ctx.gpu_policy, node, quota_fits, earlier)
         outcome = vendor.fit(candidates, request, fit_ctx)
         if not outcome.ok:
             raise _Unfit(outcome.reason)
@@ -167,4 +168,9 @@ def evaluate_node(
     devices = {
         key: tuple(group.get(key, ()) for group in allocated) for key in _requested_vendors(ctx.requests)
     }
+    for key, groups in devices.items():  # HAMi OverrideScore (§4.5), vendors in key order
+        vendor = vendors.get(key)
+        if vendor is not None and vendor.scores_nodes:
+            extra = vendor.score_node(ScoreContext(node, original, groups, ctx.node_policy, ctx.annotations))
+            score = f32(score + f32(extra))
     return NodeVerdict(node.name, True, score, devices)

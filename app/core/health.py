@@ -113,3 +113,20 @@ def check(
     if register != reported.register:
         return Health(generic.healthy, generic.stamp, generic.reason, Reported(allocatable, register))
     return Health(generic.healthy, generic.stamp, generic.reason, reported)
+
+
+def handshake_only(handshake: str | None, allocatable: int, now: datetime, resource: str) -> Health:
+    """The generic rule alone (HAMi `device.CheckHealth`, vendors §1.10: Ascend, Hygon, Iluvatar, Kunlun
+    vXPU, Vastai, Biren): no bookkeeping is kept between passes."""
+    generic = check_handshake(handshake, allocatable, now, resource)
+    return Health(generic.healthy, generic.stamp, generic.reason, Reported())
+
+
+ALWAYS_HEALTHY = Health(True, None, "", Reported())  # Cambricon, Mthreads, Enflame DRS, Kunlun XPU, AWS
+
+
+def capacity_health(count: int, resource: str) -> Health:
+    """Healthy while the node reports some of `resource` (Metax GPU, Enflame GCU, AMD: vendors §1.10)."""
+    if count > 0:
+        return ALWAYS_HEALTHY
+    return Health(False, None, f"{resource} is 0", Reported())

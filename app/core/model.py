@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 # The sentinel HAMi uses for "no memory percentage requested" (reference §0, §3.1).
 PERCENT_UNSET = 101
@@ -50,15 +53,22 @@ class DeviceInfo:
     vendor: str = ""
     mig_profiles: tuple[MigProfile, ...] = ()
     pair_scores: Mapping[str, int] = field(default_factory=dict)
+    # HAMi `CustomInfo`: vendor-defined JSON values (e.g. Ascend's NetworkID), never read by the core.
+    custom: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class NodeDevices:
-    """What registration knows about one node: its devices (registration order) and cordoned UUIDs."""
+    """What registration knows about one node: its devices (registration order) and cordoned UUIDs.
+
+    `info` holds, per vendor key, what a vendor learned about the node as a whole when it discovered its
+    devices (JSON values, e.g. Ascend's `hami-vnpu-core` switch); the core never reads it.
+    """
 
     name: str
     devices: tuple[DeviceInfo, ...]
     cordoned: frozenset[str] = frozenset()
+    info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +120,9 @@ class ContainerDevice:
     idx: int = 0
     slots: int = 0
     mig: MigAssignment | None = None
+    # Vendor-defined facts about this allocation (HAMi's ContainerDevice CustomInfo), as string pairs;
+    # never encoded in the device lists, only used by the vendor's own annotations at filter time.
+    custom: tuple[tuple[str, str], ...] = ()
 
 
 ContainerDevices = tuple[ContainerDevice, ...]
@@ -149,6 +162,17 @@ class MigSlice:
         )
 
 
+def _without(items: tuple[_T, ...], removed: tuple[_T, ...]) -> tuple[_T, ...]:
+    """Multiset difference, keeping the order of `items`."""
+    if not removed:
+        return items
+    remaining = list(items)
+    for item in removed:
+        if item in remaining:
+            remaining.remove(item)
+    return tuple(remaining)
+
+
 def _merged(a: tuple[MigSlice, ...], b: tuple[MigSlice, ...]) -> tuple[MigSlice, ...]:
     return tuple(sorted((*a, *b), key=MigSlice.key)) if a and b else a or b
 
@@ -168,6 +192,8 @@ class DeviceUse:
     cores: int = 0
     mig_slots: int = 0
     mig: tuple[MigSlice, ...] = ()
+    # Vendor tags of the pods holding the device (`Vendor.usage_tags`, HAMi's PodInfos), a sorted multiset.
+    tags: tuple[str, ...] = ()
 
     def plus(self, other: DeviceUse) -> DeviceUse:
         return DeviceUse(
@@ -176,23 +202,18 @@ class DeviceUse:
             self.cores + other.cores,
             self.mig_slots + other.mig_slots,
             _merged(self.mig, other.mig),
+            tuple(sorted((*self.tags, *other.tags))) if self.tags and other.tags else self.tags or other.tags,
         )
 
     def minus(self, other: DeviceUse) -> DeviceUse:
         """This use without `other` (one of the reservations it is the sum of)."""
-        mig = self.mig
-        if other.mig:
-            remaining = list(mig)
-            for held in other.mig:
-                if held in remaining:
-                    remaining.remove(held)
-            mig = tuple(remaining)
         return DeviceUse(
             self.slots - other.slots,
             self.mem - other.mem,
             self.cores - other.cores,
             self.mig_slots - other.mig_slots,
-            mig,
+            _without(self.mig, other.mig),
+            _without(self.tags, other.tags),
         )
 
 
@@ -218,6 +239,11 @@ class DeviceUsage:
     health: bool
     mig_profiles: tuple[MigProfile, ...] = ()
     mig_in_use: list[MigPlacement] = field(default_factory=list)
+    # Read-only facts for vendors, not part of the working copy's state (not compared): the key of the
+    # vendor that registered the device, its CustomInfo, and the vendor tags of its holders.
+    vendor: str = field(default="", compare=False)
+    custom: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    tags: tuple[str, ...] = field(default=(), compare=False)
 
     def copy(self) -> DeviceUsage:
         return DeviceUsage(
@@ -235,6 +261,9 @@ class DeviceUsage:
             self.health,
             self.mig_profiles,
             list(self.mig_in_use),
+            self.vendor,
+            self.custom,
+            self.tags,
         )
 
 

@@ -154,3 +154,17 @@ def refusal(pod: Mapping[str, Any], scheduler_name: str) -> str:
     if node:
         return f"{who} is already bound to node {node}"
     return ""
+
+
+def disabled_request(pod: Mapping[str, Any], disabled: Mapping[str, str]) -> str | None:
+    """The answer for a pod asking for a resource no enabled vendor serves (`disabled`: name -> why), or
+    None. HAMi passes such a pod through silently (its resources ignored); we name the resource."""
+    if not disabled:
+        return None
+    for container in [*init_containers(pod), *containers(pod)]:
+        resources = _mapping(container.get("resources"), "resources")
+        for section in ("limits", "requests"):
+            for name in _mapping(resources.get(section), f"resources.{section}"):
+                if name in disabled:
+                    return f"container {container_name(container)} asks for {name}: {disabled[name]}"
+    return None

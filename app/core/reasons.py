@@ -21,6 +21,12 @@ CARD_INSUFFICIENT_CORE = "CardInsufficientCore"
 CARD_COMPUTE_UNITS_EXHAUSTED = "CardComputeUnitsExhausted"
 CARD_MIG_TOPOLOGY_INFEASIBLE = "CardMigTopologyInfeasible"
 ALLOCATED_CARDS_INSUFFICIENT_REQUEST = "AllocatedCardsInsufficientRequest"
+CARD_NOT_FOUND_CUSTOM_FILTER_RULE = "CardNotFoundCustomFilterRule"
+MODE_NOT_FIT = "ModeNotFit"
+# Metax sGPU's own keys (vendors §1.7)
+CARD_UNHEALTHY = "CardUnhealthy"
+CARD_QOS_POLICY_MISMATCH = "CardQosPolicyMismatch"
+CARD_APP_CLASS_MISMATCH = "CardAppClassMismatch"
 
 NODE_UNREGISTERED = "node unregistered"
 NODE_USAGE_UNAVAILABLE = "node usage unavailable"

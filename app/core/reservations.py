@@ -19,7 +19,7 @@ from app.core.codec import CodecError, decode_pod_single_device
 from app.core.decision import ASSIGNED_NODE
 from app.core.model import DeviceUse, NodeUse, PodDevices
 from app.core.quota import pod_quota_use
-from app.core.usage import collapse_pod, device_uses, sum_uses
+from app.core.usage import VendorTags, collapse_pod, device_uses, sum_uses
 from app.core.vendor import Vendor
 
 
@@ -67,6 +67,16 @@ def aligned(raw: Mapping[str, Any], containers: int) -> bool:
     return all(len(groups) > containers for groups in raw.values())
 
 
+def vendor_tags(annotations: Mapping[str, str], vendors: Sequence[Vendor]) -> VendorTags:
+    """The tags the pod puts on the devices it holds, per vendor (`Vendor.usage_tags`)."""
+    tags = {}
+    for vendor in vendors:
+        found = vendor.usage_tags(annotations)
+        if found:
+            tags[vendor.key] = found
+    return tags
+
+
 def reservation_from_pod(
     pod: Mapping[str, Any], vendors: Sequence[Vendor], schedulers: frozenset[str] | None = None
 ) -> Reservation | None:
@@ -84,7 +94,7 @@ def reservation_from_pod(
     annotations = pods.annotations_of(pod)
     raw: dict[str, Any] = {}
     for vendor in vendors:
-        encoded = annotations.get(vendor.allocated_annotation)
+        encoded = annotations.get(vendor.allocated_annotation) if vendor.allocated_annotation else None
         if encoded is not None:
             containers = decode_pod_single_device(encoded)
             if containers:
@@ -103,7 +113,7 @@ def reservation_from_pod(
         name=pods.name(pod),
         node=annotations[ASSIGNED_NODE],
         devices=collapsed,
-        uses=device_uses(collapsed, slices),
+        uses=device_uses(collapsed, slices, vendor_tags(annotations, vendors)),
         quota_use=pod_quota_use(collapsed, vendors),
         init_released=released,
     )

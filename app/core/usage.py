@@ -86,22 +86,32 @@ def collapse_pod(devices: PodDevices, init_count: int, *, include_init: bool = T
     }
 
 
-def device_uses(collapsed: PodDevices, slices: Sequence[mig.MigAllocation] = ()) -> dict[str, DeviceUse]:
-    """UUID -> capacity taken by one (collapsed) pod allocation, with the pod's MIG slices (`mig.attach`)."""
+# vendor key -> the tags (`Vendor.usage_tags`) a pod puts on every device it holds of that vendor
+VendorTags = Mapping[str, tuple[str, ...]]
+
+
+def device_uses(
+    collapsed: PodDevices, slices: Sequence[mig.MigAllocation] = (), tags: VendorTags | None = None
+) -> dict[str, DeviceUse]:
+    """UUID -> capacity taken by one (collapsed) pod allocation, with the pod's MIG slices (`mig.attach`)
+    and its vendor tags (one set per device it holds)."""
     uses: dict[str, DeviceUse] = {}
-    for containers in collapsed.values():
+    for vendor, containers in collapsed.items():
+        labels = tuple(sorted(tags.get(vendor, ()))) if tags else ()
         for devices in containers:
             for d in devices:
-                use = DeviceUse(_slots(d), d.usedmem, d.usedcores)
+                use = DeviceUse(_slots(d), d.usedmem, d.usedcores, tags=labels)
                 uses[d.uuid] = uses[d.uuid].plus(use) if d.uuid in uses else use
     return mig.attach(uses, slices) if slices else uses
 
 
-def allocation_uses(devices: PodDevices, init_count: int) -> dict[str, DeviceUse]:
+def allocation_uses(
+    devices: PodDevices, init_count: int, tags: VendorTags | None = None
+) -> dict[str, DeviceUse]:
     """What a new allocation holds: exactly what `reservations.reservation_from_pod` reads back from the
-    annotations written for it (the device lists and the MIG allocations)."""
+    annotations written for it (the device lists, the MIG allocations and the pod's vendor tags)."""
     slices = [entry for containers in devices.values() for entry in mig.allocations(containers)]
-    return device_uses(collapse_pod(devices, init_count), slices)
+    return device_uses(collapse_pod(devices, init_count), slices, tags)
 
 
 def sum_uses(reservations: Iterable[Mapping[str, DeviceUse]]) -> dict[str, DeviceUse]:
@@ -142,6 +152,9 @@ def working_devices(node: NodeDevices, use: NodeUse) -> list[DeviceUsage]:
                 health=mig.healthy(d, taken, stray),
                 mig_profiles=d.mig_profiles,
                 mig_in_use=[s.placement for s in taken.mig],
+                vendor=d.vendor,
+                custom=d.custom,
+                tags=taken.tags,
             )
         )
     return devices

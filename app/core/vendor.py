@@ -1,26 +1,48 @@
-"""The seam between the generic decision core and one device vendor (HAMi's `Devices` interface).
+"""The seam between the decision core and one device vendor (HAMi's `Devices` interface, vendors §1.1).
 
 The core owns the algorithm every vendor shares (requests per container, the init/app phases, device and
-node scores, sorting, quota, usage accounting); a vendor owns what differs: its resource names, how a
-container's resources become a request, the per-device fit rule, how usage is added, its annotation keys
-and its admission mutation. Vendors are pure too; they live in `app.devices`, which depends on this module
-and never the other way round.
+node scores, sorting, quota, usage accounting, the node locks at bind); a vendor owns what differs, and
+everything HAMi's 13 vendors do differently fits one of these hooks without a special case in the core:
+
+- discovery: `registered` / `discover` read a `NodeView` (annotations, labels, capacity, allocatable), so
+  devices may come from a register annotation (NVIDIA, Ascend, Hygon, ...) or be derived from node capacity
+  and labels (Cambricon, Mthreads, Kunlunxin, AWS Neuron, ...); node-wide facts go to `Discovery.info`;
+- health: `health` decides with the vendor's own rule (the generic handshake, NVIDIA's bookkeeping, "always
+  healthy", "capacity > 0") and names the handshake stamp to write, if any;
+- requests, visibility and Fit: `container_request`, `sees` (which devices a request may use), `fit` with
+  the pod's earlier allocations of this vendor (`FitContext.allocated`) and the namespace quota callback;
+- usage: `add_usage` (the working copy), `usage_tags` (what later Fits may need to know about the pods on a
+  device, kept in the ledger: HAMi's PodInfos);
+- node score: `score_node` (Ascend network topology, Metax topology), added to HAMi's base node score;
+- filter annotations: `pod_annotations` with pod and node context (`AnnotationContext`) and the keys it may
+  write (`pod_annotation_keys`, removed when a re-filtered pod no longer gets them);
+- webhook: `mutate_container`; quota: `resources` and `memory_factor`;
+- node lock: `lock` (HAMi's shared `hami.io/mutex.lock`, Cambricon's own key, or none). Bind takes every
+  distinct lock the pod's vendors name and releases all of them on any failure.
+
+Vendors are pure and frozen; they live in `app.devices` (one folder each, listed in its registry), which
+depends on this module and never the other way round. docs/vendors.md explains how to add one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from app.core.health import Health, Reported
 from app.core.model import (
     ContainerDevice,
+    ContainerDevices,
     DeviceInfo,
     DeviceRequest,
     DeviceUsage,
     NodeDevices,
     PodSingleDevice,
 )
+
+MUTEX_LOCK = "hami.io/mutex.lock"  # HAMi's shared node lock (reference S§5.2)
 
 
 class InvalidRequest(ValueError):
@@ -37,11 +59,50 @@ class AddUsageError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ResourceNames:
+    """A vendor's extended resources. `memory`/`cores` are also its quota resources (`limits.<name>`);
+    names a vendor does not have are empty."""
+
     count: str
-    memory: str
-    memory_percentage: str
-    cores: str
-    priority: str
+    memory: str = ""
+    memory_percentage: str = ""
+    cores: str = ""
+    priority: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What a vendor may read of a Node (plain JSON values, as the API server gives them)."""
+
+    name: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, Any] = field(default_factory=dict)
+    allocatable: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """A vendor's devices on one node, and what it learned about the node as a whole (JSON values)."""
+
+    devices: tuple[DeviceInfo, ...]
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LockSpec:
+    """A node lock a vendor's pods take at bind (reference vendors §1.5).
+
+    `owned`: the value is HAMi's `<RFC3339>,<namespace>,<pod>` (the device plugin finds the pod through it,
+    re-entrant for the same pod); otherwise a bare RFC3339 time that names nobody (Cambricon's
+    `cambricon.com/dsmlu.lock`). `expire`: the vendor's own fixed expiry, None for HAMI_NODELOCK_EXPIRE.
+    """
+
+    annotation: str = MUTEX_LOCK
+    owned: bool = True
+    expire: timedelta | None = None
+
+
+SHARED_LOCK = LockSpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +115,8 @@ class FitContext:
     node: NodeDevices
     # True when the chosen devices plus `candidate` still fit the namespace quota (built by the core).
     quota_fits: Callable[[Sequence[ContainerDevice]], bool] = field(default=lambda _devices: True)
+    # This vendor's devices already given to the pod's earlier containers (one group per container).
+    allocated: tuple[ContainerDevices, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +126,43 @@ class FitOutcome:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ScoreContext:
+    """What `score_node` sees for one node that fits (HAMi `ScoreNode(node, podSingleDevice, previous,
+    policy)`): every device of the node with its usage before this pod, and this vendor's allocation."""
+
+    node: NodeDevices
+    previous: Sequence[DeviceUsage]
+    allocation: PodSingleDevice
+    node_policy: str
+    pod_annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationContext:
+    """What `pod_annotations` may use besides the allocation: the pod, the chosen node, the annotations
+    written before the vendors' (`hami.io/vgpu-node`, `hami.io/vgpu-time`), and the caller's clock."""
+
+    node: str
+    pod: Mapping[str, Any] = field(default_factory=dict)
+    written: Mapping[str, str] = field(default_factory=dict)
+    now_unix: int = 0
+    now_nanos: int = 0
+
+
 class Vendor(Protocol):
-    """One device vendor, e.g. NVIDIA. Implementations are frozen and stateless."""
+    """One device vendor ("backend"); implementations are frozen and stateless (`app.devices.*`)."""
 
     @property
     def key(self) -> str:
-        """The vendor key ("common word") used in requests and annotations, e.g. `NVIDIA`."""
+        """The vendor key ("common word") used in requests and annotations, e.g. `NVIDIA`, `DCU`, `MLU`."""
 
     @property
     def resources(self) -> ResourceNames: ...
 
     @property
-    def memory_factor(self) -> int: ...
+    def memory_factor(self) -> int:
+        """HAMi `MemoryFactor`: the quota's memory limit is multiplied by it when > 1."""
 
     @property
     def allocated_annotation(self) -> str:
@@ -82,19 +170,48 @@ class Vendor(Protocol):
 
     @property
     def to_allocate_annotation(self) -> str:
-        """Pod annotation the device plugin consumes container by container."""
+        """Pod annotation the device plugin consumes container by container ("" when the vendor has none)."""
 
     @property
-    def register_annotation(self) -> str: ...
+    def source(self) -> str:
+        """Where the devices come from, for reasons: the register annotation (`hami.io/node-nvidia-register`)
+        or the capacity they are derived from (`capacity cambricon.com/mlu.smlu.vcore`)."""
 
     @property
-    def handshake_annotation(self) -> str: ...
+    def handshake_annotation(self) -> str:
+        """Node annotation of the vendor's handshake ("" when it has none); never part of discovery."""
+
+    @property
+    def lock(self) -> LockSpec | None:
+        """The node lock this vendor's pods take at bind, None when they take none."""
+
+    @property
+    def pod_annotation_keys(self) -> tuple[str, ...]:
+        """Every pod annotation `pod_annotations` may write (a re-filtered pod loses the ones not rewritten;
+        the webhook strips them from new pods: only the scheduler may set them)."""
+
+    @property
+    def scores_nodes(self) -> bool:
+        """True when `score_node` may return something other than 0 (the fast path then evaluates every
+        candidate: the winner depends on the allocation, not only on the node's usage)."""
+
+    def registered(self, node: NodeView) -> bool:
+        """Does the node carry this vendor's devices at all (its register annotation, its capacity)?"""
+
+    def discover(self, node: NodeView) -> Discovery:
+        """Decode the node's devices (HAMi `GetNodeDevices`); raises CodecError with the reason.
+
+        Only called when `registered` is true; the devices' `vendor` must be this vendor's key."""
+
+    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
+        """HAMi `CheckHealth` for a registered node: healthy or not (with why), the handshake stamp to write
+        on `handshake_annotation` (None: none due), and the bookkeeping to keep for the next pass."""
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """The container's request for this vendor, None when it asks nothing; raises InvalidRequest."""
 
-    def node_devices(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...]:
-        """Decode the node's registered devices; raises CodecError with the reason."""
+    def sees(self, device_type: str, device_vendor: str) -> bool:
+        """May this vendor's requests use a device of this type registered by vendor `device_vendor`?"""
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """Choose devices for one container from `devices` (sorted; consumed from the end)."""
@@ -110,8 +227,18 @@ class Vendor(Protocol):
 
         Raises AddUsageError when it cannot be accounted."""
 
-    def pod_annotations(self, devices: PodSingleDevice) -> dict[str, str]:
-        """The annotations recording this vendor's allocation on the pod."""
+    def usage_tags(self, pod_annotations: Mapping[str, str]) -> tuple[str, ...]:
+        """Tags recorded on every device this pod holds of this vendor (ledger and rebuild alike), for
+        later Fits to read in `DeviceUsage.tags`; () for vendors that need none."""
+
+    def score_node(self, ctx: ScoreContext) -> float:
+        """The vendor's addition to the node score of a node that fits (HAMi `ScoreNode`, already multiplied
+        for a policy-neutral vendor); only called when `scores_nodes`."""
+
+    def pod_annotations(
+        self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
+    ) -> dict[str, str]:
+        """The annotations recording this vendor's allocation on the pod (HAMi `PatchAnnotations`)."""
 
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """Webhook mutation of one container (in place); True when it requests this vendor's devices."""

@@ -1,30 +1,197 @@
 """Device vendors behind the `app.core.vendor.Vendor` protocol, registered in one explicit table.
 
-HAMi registers vendors by side effects of init functions and global maps; here `build_vendors` turns the
-parsed device configuration into the tuple of vendors the core receives as an argument.
+HAMi registers its backends by side effects of init functions into global maps (vendors §1.2); here
+`REGISTRY` lists every vendor family of HAMi in HAMi's registration order, and `build_vendors` turns the
+parsed device-config.yaml into the tuple of vendors the core receives as an argument.
+
+Which families are enabled, with HAMi's semantics:
+- NVIDIA always (chart defaults when its section is absent);
+- a family behind an `--enable-*` flag in HAMi (Ascend, Iluvatar) when the flag is on: the service's
+  HAMI_ENABLE_<FAMILY> setting; in the CLI (`flags=None`) when its section is present in --device-config;
+- every other family when its section is present: HAMi registers it unconditionally, but without its
+  section its resource names are empty and it never matches anything.
+A family HAMi has and this scheduler does not implement yet is listed with its chart resource names, so a
+pod asking for them gets a clear answer instead of being silently passed through (`disabled_resources`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from app.core.vendor import Vendor
+from app.devices.common.config import DeviceConfigError
+from app.devices.hygon import Hygon, parse_hygon_config
 from app.devices.nvidia import Nvidia, parse_nvidia_config
-from app.devices.nvidia.config import DeviceConfigError
-
-# device-config.yaml section -> factory building the vendor from that section (None: chart defaults).
-REGISTRY: Mapping[str, Callable[[Any], Vendor]] = {
-    "nvidia": lambda section: Nvidia(parse_nvidia_config(section)),
-}
 
 
-def build_vendors(device_config: Mapping[str, Any] | None) -> tuple[Vendor, ...]:
-    """Vendors for a parsed device-config.yaml (a mapping of sections); NVIDIA is always enabled."""
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One of HAMi's vendor families: a device-config.yaml section and the vendors it builds.
+
+    `build` gets the section's value (None: the chart defaults) and returns one vendor per HAMi backend
+    (Ascend: one per `vnpus.configs[]` chip); None when this scheduler does not implement the family yet.
+    `resources` are the chart's resource names, used to recognise pods asking for a disabled family.
+    """
+
+    name: str
+    section: str
+    build: Callable[[Any], tuple[Vendor, ...]] | None
+    flag: str = ""  # HAMi's --enable-<flag> (HAMI_ENABLE_<FLAG>); "" when HAMi has none
+    always: bool = False
+    resources: tuple[str, ...] = ()
+
+
+def _one(factory: Callable[[Any], Vendor]) -> Callable[[Any], tuple[Vendor, ...]]:
+    return lambda section: (factory(section),)
+
+
+REGISTRY: tuple[Family, ...] = (
+    Family("NVIDIA", "nvidia", _one(lambda s: Nvidia(parse_nvidia_config(s))), always=True),
+    Family(
+        "Cambricon MLU",
+        "cambricon",
+        None,
+        resources=("cambricon.com/vmlu", "cambricon.com/mlu.smlu.vmemory", "cambricon.com/mlu.smlu.vcore"),
+    ),
+    Family("Hygon DCU", "hygon", _one(lambda s: Hygon(parse_hygon_config(s)))),
+    Family(
+        "Enflame GCU",
+        "enflame",
+        None,
+        resources=(
+            "enflame.com/gcu",
+            "enflame.com/drs-gcu",
+            "enflame.com/gcu-memory",
+            "enflame.com/gcu-core",
+        ),
+    ),
+    Family(
+        "Moore Threads",
+        "mthreads",
+        None,
+        resources=("mthreads.com/vgpu", "mthreads.com/sgpu-memory", "mthreads.com/sgpu-core"),
+    ),
+    Family(
+        "Metax",
+        "metax",
+        None,
+        resources=(
+            "metax-tech.com/gpu",
+            "metax-tech.com/sgpu",
+            "metax-tech.com/vmemory",
+            "metax-tech.com/vcore",
+        ),
+    ),
+    Family(
+        "Kunlunxin",
+        "kunlun",
+        None,
+        resources=("kunlunxin.com/xpu", "kunlunxin.com/vxpu", "kunlunxin.com/vxpu-memory"),
+    ),
+    Family("AWS Neuron", "awsneuron", None, resources=("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")),
+    Family("AMD", "amd", None, resources=("amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores")),
+    Family("Vastai", "vastai", None, resources=("vastaitech.com/va",)),
+    Family("Biren", "biren", None, resources=("birentech.com/gpu",)),
+    Family("Huawei Ascend", "vnpus", None, flag="ascend"),
+    Family(
+        "Iluvatar",
+        "iluvatars",
+        None,
+        flag="iluvatar",
+        resources=tuple(
+            f"iluvatar.ai/{chip}{suffix}"
+            for chip in ("MR-V100", "MR-V50", "BI-V150", "BI-V100")
+            for suffix in ("-vgpu", ".vMem", ".vCore")
+        ),
+    ),
+)
+FLAGS = frozenset(f.flag for f in REGISTRY if f.flag)
+
+
+def _sections(device_config: Mapping[str, Any] | None) -> Mapping[str, Any]:
     sections = device_config or {}
     if not isinstance(sections, Mapping):
         raise DeviceConfigError("device config: expected a mapping of vendor sections")
-    return tuple(factory(sections.get(name)) for name, factory in REGISTRY.items())
+    return sections
 
 
-__all__ = ["REGISTRY", "DeviceConfigError", "build_vendors"]
+def enabled(family: Family, sections: Mapping[str, Any], flags: frozenset[str] | None) -> bool:
+    """HAMi's rule for one family (module docstring); `flags=None`: the CLI's (a section enables it)."""
+    present = sections.get(family.section) is not None
+    if family.always:
+        return True
+    if family.flag:
+        return present if flags is None else family.flag in flags
+    return present
+
+
+def build_vendors(
+    device_config: Mapping[str, Any] | None, flags: frozenset[str] | None = None
+) -> tuple[Vendor, ...]:
+    """The enabled vendors for a parsed device-config.yaml (a mapping of sections), in registry order.
+
+    `flags` are the `--enable-*` switches that are on (e.g. {"ascend"}); None applies the CLI's rule.
+    Raises DeviceConfigError for an invalid section, a family this scheduler does not implement yet, or two
+    vendors with one key."""
+    sections = _sections(device_config)
+    unknown = (flags or frozenset()) - FLAGS
+    if unknown:
+        raise DeviceConfigError(
+            f"unknown vendor switch {sorted(unknown)[0]!r} (known: {', '.join(sorted(FLAGS))})"
+        )
+    vendors: list[Vendor] = []
+    for family in REGISTRY:
+        if not enabled(family, sections, flags):
+            continue
+        if family.build is None:
+            if family.flag and flags is not None:  # switched on explicitly: that is a mistake
+                raise DeviceConfigError(f"{family.name} is not supported by this scheduler yet")
+            continue  # a section of a family we do not implement: ignored, its pods get a clear Error
+        vendors.extend(family.build(sections.get(family.section)))
+    keys = [v.key for v in vendors]
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:
+        raise DeviceConfigError(f"vendor key {duplicated[0]!r} is configured twice")
+    return tuple(vendors)
+
+
+def disabled_resources(
+    device_config: Mapping[str, Any] | None, flags: frozenset[str] | None = None
+) -> dict[str, str]:
+    """Resource name -> why no vendor here serves it, for every family that is not enabled (or not
+    implemented) under this configuration: its chart default names."""
+    sections = _sections(device_config)
+    result: dict[str, str] = {}
+    for family in REGISTRY:
+        on = enabled(family, sections, flags)
+        if on and family.build is not None:
+            continue
+        if family.build is None:
+            why = f"{family.name} devices are not supported by this scheduler yet"
+            names: tuple[str, ...] = family.resources
+        else:
+            switch = (
+                f"HAMI_ENABLE_{family.flag.upper()}" if family.flag else f"the {family.section!r} section"
+            )
+            why = f"{family.name} is not enabled (device config: {switch})"
+            names = tuple(
+                name
+                for vendor in family.build(None)
+                for name in (vendor.resources.count, vendor.resources.memory, vendor.resources.cores)
+                if name
+            )
+        result.update(dict.fromkeys(names, why))
+    return result
+
+
+__all__ = [
+    "FLAGS",
+    "REGISTRY",
+    "DeviceConfigError",
+    "Family",
+    "build_vendors",
+    "disabled_resources",
+    "enabled",
+]

@@ -54,6 +54,8 @@ class DeviceColumns:
     modes: Sequence[str]
     ids: Objects
     rows: Ints | None = None  # which rows of `ids` these columns are (None: all of them)
+    vendor_code: Ints | None = None  # the registering vendor per cell, indexing `vendors` (None: all "")
+    vendors: Sequence[str] = ()
 
     def device_ids(self) -> Objects:
         """The UUID of every cell ("" for padding); copied only when asked (rarely needed)."""
@@ -78,6 +80,8 @@ class DeviceColumns:
             self.modes,
             self.ids,
             rows if self.rows is None else self.rows[rows],
+            None if self.vendor_code is None else self.vendor_code[rows],
+            self.vendors,
         )
 
 

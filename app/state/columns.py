@@ -26,12 +26,23 @@ from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
 _NO_USE = DeviceUse()
-_Cell = tuple[bool, str, bool, bool, str, str, int, int, int]
-_PADDING: _Cell = (False, "", False, False, "", "", 0, 0, 0)  # the cell of a slot the node does not have
+_Cell = tuple[bool, str, bool, bool, str, str, int, int, int, str]
+_PADDING: _Cell = (False, "", False, False, "", "", 0, 0, 0, "")  # the cell of a slot the node does not have
 
 
 def _cell(node: NodeDevices, d: DeviceInfo) -> _Cell:
-    return (True, d.id, d.health, d.id in node.cordoned, d.type, d.mode, d.count, d.devmem, d.devcore)
+    return (
+        True,
+        d.id,
+        d.health,
+        d.id in node.cordoned,
+        d.type,
+        d.mode,
+        d.count,
+        d.devmem,
+        d.devcore,
+        d.vendor,
+    )
 
 
 def _mig(device: DeviceInfo, taken: DeviceUse) -> bool:
@@ -105,20 +116,34 @@ class NodeTable:
             return None
         types = {t: code for code, t in enumerate(columns.types)}
         modes = {m: code for code, m in enumerate(columns.modes)}
+        vendors = {v: code for code, v in enumerate(columns.vendors)}
+        assert columns.vendor_code is not None
         for row in changed:
             self.nodes[row] = node = nodes[row]
             cells = [_cell(node, d) for d in node.devices]
             cells += [_PADDING] * (self.max_devices - len(node.devices))
-            for slot, (present, uuid, health, cordoned, type_, mode, count, devmem, devcore) in enumerate(
-                cells
-            ):
+            for slot, (
+                present,
+                uuid,
+                health,
+                cordoned,
+                type_,
+                mode,
+                count,
+                devmem,
+                devcore,
+                vendor,
+            ) in enumerate(cells):
                 columns.present[row, slot], columns.ids[row, slot] = present, uuid
                 columns.health[row, slot], columns.cordoned[row, slot] = health, cordoned
                 columns.type_code[row, slot] = _code(types, type_)
                 columns.mode_code[row, slot] = _code(modes, mode)
+                columns.vendor_code[row, slot] = _code(vendors, vendor)
                 columns.count[row, slot], columns.totalmem[row, slot] = count, devmem
                 columns.totalcore[row, slot] = devcore
-        self.columns = dataclasses.replace(columns, types=tuple(types), modes=tuple(modes))
+        self.columns = dataclasses.replace(
+            columns, types=tuple(types), modes=tuple(modes), vendors=tuple(vendors)
+        )
         self.snapshot = snapshot
         return changed
 
@@ -133,11 +158,12 @@ class NodeTable:
         for node in self.nodes:
             cells += [_cell(node, d) for d in node.devices]
             cells += [_PADDING] * (width - len(node.devices))
-        present, ids, health, cordoned, types, modes, count, devmem, devcore = (
-            zip(*cells, strict=True) if cells else ((),) * 9
+        present, ids, health, cordoned, types, modes, count, devmem, devcore, vendors = (
+            zip(*cells, strict=True) if cells else ((),) * 10
         )
         type_table: dict[str, int] = {}
         mode_table: dict[str, int] = {}
+        vendor_table: dict[str, int] = {}
 
         def ints(values: Sequence[int]) -> Ints:
             return np.array(values, np.int64).reshape(shape)
@@ -161,6 +187,8 @@ class NodeTable:
             types=tuple(type_table),
             modes=tuple(mode_table),
             ids=np.array(ids, object).reshape(shape),
+            vendor_code=ints([_code(vendor_table, v) for v in vendors]),
+            vendors=tuple(vendor_table),
         )
         self.max_devices = width
         self.score = np.zeros(len(self.nodes))
@@ -196,5 +224,7 @@ def with_row_usage(table: NodeTable, row: int, use: Mapping[str, DeviceUse]) -> 
         columns.modes,
         columns.ids,
         columns.rows,
+        columns.vendor_code,
+        columns.vendors,
     )
     return copy, node_score(working_devices(node, use))

@@ -15,6 +15,8 @@ annotations are identical. What makes that cheap:
 - Before evaluating a node fully, the screening (`Screen`, vectorised over the candidates) rejects nodes
   that cannot fit, with a test that never rejects a node `evaluate_node` would accept
   (`app.core.prefilter`); in a busy cluster it is what skips the full nodes that binpack ranks first.
+- When a requested vendor scores nodes from the allocation (Ascend's network topology), the winner cannot
+  be known before every node that may fit is evaluated: then they all are, and ranked as `decide` ranks.
 - When nothing fits, `FailedNodes` must hold every candidate's reason: the screening states most of them
   exactly (vectorised over all nodes); the rest are evaluated, and every evaluated failure is memoised by
   (pod signature, node state stamp) because batch pods share shapes and kube-scheduler retries them.
@@ -31,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 from cachetools import LRUCache
 
-from app.core.decision import unregistered_reason
+from app.core.decision import rank, unregistered_reason
 from app.core.fit import NodeVerdict, PodContext, evaluate_node
 from app.core.model import DeviceUse, NodeUse
 from app.core.policy import node_score_sign
@@ -231,6 +233,9 @@ class _Decision:
         return reason
 
     def run(self) -> Choice:
+        requested = {key for container in self.ctx.requests.containers for key in container}
+        if any(key in self.by_key and self.by_key[key].scores_nodes for key in requested):
+            return self._run_all()
         positions = np.flatnonzero(self.rows >= 0)
         rows = self.rows[positions]
         keys = self.score[rows] * node_score_sign(self.ctx.node_policy)
@@ -246,6 +251,21 @@ class _Decision:
                 return found
             offset += len(chunk)
         return Choice(None, self._failed())
+
+    def _run_all(self) -> Choice:
+        """A vendor adds to the node score from the allocation itself (HAMi `ScoreNode`), so the winner
+        order is only known once every node that may fit has been evaluated: rank them as `decide` does."""
+        may_fit = self._full_screen().may_fit
+        fits = []
+        for row in self.rows.tolist():
+            if row >= 0 and may_fit[row]:
+                outcome = self._evaluate(row)
+                if isinstance(outcome, NodeVerdict):
+                    fits.append(outcome)
+        if not fits:
+            return Choice(None, self._failed())
+        winner = rank(fits, self.ctx.node_policy)[-1]
+        return Choice(winner, {}, 0, self._use(self.table.index[winner.node]))
 
     def _screen(self, rows: Ints) -> Screen:
         return Screen(self.columns.take(rows), self.ctx, self.by_key, self.table.max_devices)

@@ -45,18 +45,29 @@ class _Classified:
     max_memreq: int
 
 
-def _classify(columns: DeviceColumns, step: Step, vendor: BatchFit, ctx: PodContext) -> _Classified:
-    wanted = step.request.type.lower()
-    type_ok = np.array([wanted in t.lower() for t in columns.types], bool)
-    candidates = columns.present & type_ok[columns.type_code]
-    result = vendor.classify(columns, step.request, ctx.annotations, ctx.gpu_policy)
+def _visible(columns: DeviceColumns, vendor: Vendor) -> Bools:
+    """The cells a request of `vendor` may use (`Vendor.sees`), from the type and vendor tables."""
+    owners = columns.vendors or ("",)
+    table = np.array([[vendor.sees(t, v) for v in owners] for t in columns.types], bool).reshape(
+        len(columns.types), len(owners)
+    )
+    codes = columns.vendor_code if columns.vendor_code is not None else np.zeros_like(columns.type_code)
+    visible: Bools = columns.present & table[columns.type_code, codes]
+    return visible
+
+
+def _classify(
+    columns: DeviceColumns, step: Step, vendor: Vendor, batch: BatchFit, ctx: PodContext
+) -> _Classified:
+    candidates = _visible(columns, vendor)
+    result = batch.classify(columns, step.request, ctx.annotations, ctx.gpu_policy)
     total = candidates.sum(axis=1)
     passing = (candidates & (result.codes == 0)).sum(axis=1)
     fits = (total >= step.request.nums) & (passing >= step.request.nums)
     memreq = result.memreq[candidates]
     return _Classified(
         step,
-        vendor.reasons,
+        batch.reasons,
         candidates,
         result.codes,
         total,
@@ -109,8 +120,10 @@ class Screen:
         rows = columns.present.shape[0]
         self._classified: list[_Classified | None] = []
         for step in steps(ctx.requests):
-            batch = _batch_fit(cast(Hashable, vendors.get(step.request.type)))
-            self._classified.append(_classify(columns, step, batch, ctx) if batch is not None else None)
+            vendor = vendors.get(step.request.type)
+            batch = _batch_fit(cast(Hashable, vendor))
+            classified = _classify(columns, step, vendor, batch, ctx) if vendor and batch else None
+            self._classified.append(classified)
         # Later steps see the pod's earlier allocations; pre-pod outcomes bound them only while no
         # allocation can take negative memory (an int32 wrap of a percentage of a huge card).
         monotone = all(c is not None and c.min_memreq >= 0 for c in self._classified)

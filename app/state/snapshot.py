@@ -69,6 +69,7 @@ def _encode_device(d: DeviceInfo) -> list[Any]:
         d.vendor,
         dict(d.pair_scores) or None,
         profiles or None,
+        dict(d.custom) or None,
     ]
 
 
@@ -89,6 +90,7 @@ def _decode_device(raw: list[Any]) -> DeviceInfo:
         raw[9],
         profiles,
         raw[10] or {},
+        (raw[12] if len(raw) > 12 else None) or {},  # custom info (absent in files of older versions)
     )
 
 
@@ -99,12 +101,16 @@ def encode_node(record: NodeRecord) -> dict[str, Any]:
         "region": record.region,
         "cordoned": sorted(record.devices.cordoned),
         "devices": [_encode_device(d) for d in record.devices.devices],
+        "info": {key: dict(info) for key, info in record.devices.info.items()},
     }
 
 
 def decode_node(name: str, rev: int, raw: Mapping[str, Any]) -> NodeRecord:
     devices = NodeDevices(
-        name, tuple(_decode_device(d) for d in raw["devices"]), frozenset(raw.get("cordoned") or ())
+        name,
+        tuple(_decode_device(d) for d in raw["devices"]),
+        frozenset(raw.get("cordoned") or ()),
+        raw.get("info") or {},
     )
     return NodeRecord(devices, rev, raw.get("zone", ""), raw.get("region", ""))
 

@@ -13,11 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-INT32_MAX = 2**31 - 1
-
-
-class DeviceConfigError(ValueError):
-    """The device configuration is invalid; the message names the key."""
+from app.devices.common.config import INT32_MAX, DeviceConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from app.core import codec
 from app.core import mig as core_mig
+from app.core.health import Health, Reported, check
 from app.core.model import (
     ContainerDevice,
     DeviceInfo,
@@ -18,8 +20,20 @@ from app.core.model import (
     MigAssignment,
     PodSingleDevice,
 )
-from app.core.vendor import AddUsageError, FitContext, FitOutcome, ResourceNames
+from app.core.vendor import (
+    SHARED_LOCK,
+    AddUsageError,
+    AnnotationContext,
+    Discovery,
+    FitContext,
+    FitOutcome,
+    LockSpec,
+    NodeView,
+    ResourceNames,
+    ScoreContext,
+)
 from app.devices.batch import Classified, DeviceColumns
+from app.devices.common.nodes import allocatable_count
 from app.devices.nvidia import admission, batch, fit, keys, mig, requests
 from app.devices.nvidia.config import NvidiaConfig
 
@@ -63,8 +77,52 @@ class Nvidia:
     def handshake_annotation(self) -> str:
         return keys.HANDSHAKE
 
+    @property
+    def source(self) -> str:
+        return keys.REGISTER
+
+    @property
+    def lock(self) -> LockSpec:
+        return SHARED_LOCK
+
+    @property
+    def pod_annotation_keys(self) -> tuple[str, ...]:
+        return (keys.TO_ALLOCATE, keys.ALLOCATED, keys.MIG_ALLOCATIONS)
+
+    @property
+    def scores_nodes(self) -> bool:
+        return False  # NVIDIA's ScoreNode is 0
+
+    def registered(self, node: NodeView) -> bool:
+        return keys.REGISTER in node.annotations
+
+    def discover(self, node: NodeView) -> Discovery:
+        return Discovery(self.node_devices(node.annotations))
+
+    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
+        """HAMi's generic handshake refined by `NvidiaGPUDevices.CheckHealth`'s bookkeeping (§2.3)."""
+        count = self.config.resource_count_name
+        return check(
+            node.annotations.get(keys.HANDSHAKE),
+            allocatable_count(node, count),
+            node.annotations.get(keys.REGISTER, ""),
+            reported,
+            now,
+            count,
+        )
+
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         return requests.container_request(self.config, container)
+
+    def sees(self, device_type: str, device_vendor: str) -> bool:
+        """HAMi's rule: the device model contains `nvidia` (case-insensitive, vendors §1.4)."""
+        return keys.VENDOR.lower() in device_type.lower()
+
+    def usage_tags(self, pod_annotations: Mapping[str, str]) -> tuple[str, ...]:
+        return ()
+
+    def score_node(self, ctx: ScoreContext) -> float:
+        return 0.0
 
     def node_devices(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...]:
         """HAMi `GetNodeDevices` (§2.2) plus pair scores; raises CodecError with HAMi's messages."""
@@ -121,7 +179,9 @@ class Nvidia:
         device.usedmem += chosen.usedmem
         return chosen
 
-    def pod_annotations(self, devices: PodSingleDevice) -> dict[str, str]:
+    def pod_annotations(
+        self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
+    ) -> dict[str, str]:
         """The device lists (§4.10) and, when some device got a MIG slice, `hami.io/vgpu-mig-allocations`."""
         if not devices:
             return {}

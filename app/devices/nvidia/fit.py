@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 
 from app.core import reasons as r
-from app.core.model import PERCENT_UNSET, ContainerDevice, DeviceRequest, DeviceUsage, NodeDevices
+from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, NodeDevices
 from app.core.policy import MUTEX, TOPOLOGY, numa_bind, policy_contains
-from app.core.score import i32
 from app.core.vendor import FitContext, FitOutcome
+from app.devices.common.template import memory_request
 from app.devices.nvidia import keys, mig
 from app.devices.nvidia.config import MigAllowlistEntry
 
@@ -50,12 +50,6 @@ def uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
     if use and uuid not in use:
         return False
     return uuid not in _entries(annotations.get(keys.NOUSE_UUID, ""))
-
-
-def _go_div(numerator: int, denominator: int) -> int:
-    """Go integer division truncates toward zero."""
-    quotient = abs(numerator) // abs(denominator)
-    return quotient if (numerator >= 0) == (denominator >= 0) else -quotient
 
 
 def _pair_score(node: NodeDevices, a: str, b: str) -> int:
@@ -141,9 +135,7 @@ def fit(
             counts[r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT] += 1
             continue
         cores = min(cores, 100)
-        memreq = request.memreq if request.memreq > 0 else 0
-        if request.mem_percentage != PERCENT_UNSET and request.memreq == 0:
-            memreq = _go_div(i32(d.totalmem * request.mem_percentage), 100)
+        memreq = memory_request(d, request)
         candidate = ContainerDevice(d.id, keys.VENDOR, memreq, cores, idx=d.index)
         if not ctx.quota_fits([*chosen, candidate]):
             counts[r.RESOURCE_QUOTA_NOT_FIT] += 1

@@ -1,0 +1,153 @@
+"""The Hygon DCU vendor (vendors §2.2, quirks §3.2): HAMi's `DCUDevices`, byte for byte.
+
+Devices come from `hami.io/node-dcu-register` in the legacy colon format; health is the generic handshake
+on `hami.io/node-handshake-dcu`; Fit is the template with `hygon.com/use-dcutype`/`nouse-dcutype` on the
+device type and `hygon.com/use-gpuuuid`/`nouse-gpuuuid`; pods take the shared node lock. Differences: a DCU
+request sees every device the DCU annotation registers, whatever its type string (HAMi needs the type to
+contain `DCU`, quirk #2), and a non-integer memory is refused instead of meaning the whole card (#1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.core import codec, health
+from app.core.health import Health, Reported
+from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.vendor import (
+    SHARED_LOCK,
+    AnnotationContext,
+    Discovery,
+    FitContext,
+    FitOutcome,
+    LockSpec,
+    NodeView,
+    ResourceNames,
+)
+from app.devices.common import requests, template
+from app.devices.common.base import VendorDefaults, device_lists
+from app.devices.common.config import integer, section_of, string
+from app.devices.common.nodes import allocatable_count
+from app.devices.common.selectors import type_allowed
+
+VENDOR = "DCU"
+REGISTER = "hami.io/node-dcu-register"
+HANDSHAKE = "hami.io/node-handshake-dcu"
+TO_ALLOCATE = "hami.io/dcu-devices-to-allocate"
+ALLOCATED = "hami.io/dcu-devices-allocated"
+USE_TYPE, NOUSE_TYPE = "hygon.com/use-dcutype", "hygon.com/nouse-dcutype"
+USE_UUID, NOUSE_UUID = "hygon.com/use-gpuuuid", "hygon.com/nouse-gpuuuid"
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class HygonConfig:
+    """The `hygon:` section (chart defaults, vendors §1.3)."""
+
+    resource_count_name: str = "hygon.com/dcunum"
+    resource_memory_name: str = "hygon.com/dcumem"
+    resource_core_name: str = "hygon.com/dcucores"
+    memory_factor: int = 1
+
+
+def parse_hygon_config(value: Any) -> HygonConfig:
+    section, path = section_of(value, "hygon"), "hygon"
+    default = HygonConfig()
+    return HygonConfig(
+        string(section, "resourceCountName", default.resource_count_name, path),
+        string(section, "resourceMemoryName", default.resource_memory_name, path),
+        string(section, "resourceCoreName", default.resource_core_name, path),
+        integer(section, "memoryFactor", default.memory_factor, path),
+    )
+
+
+def _type_check(annotations: Mapping[str, str], device: DeviceUsage) -> bool:
+    return type_allowed(annotations, USE_TYPE, NOUSE_TYPE, device.type)
+
+
+RULES = template.Rules(VENDOR, USE_UUID, NOUSE_UUID, type_check=_type_check)
+
+
+@dataclass(frozen=True, slots=True)
+class Hygon(VendorDefaults):
+    config: HygonConfig = field(default_factory=HygonConfig)
+
+    @property
+    def key(self) -> str:
+        return VENDOR
+
+    @property
+    def resources(self) -> ResourceNames:
+        c = self.config
+        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
+
+    @property
+    def memory_factor(self) -> int:
+        return self.config.memory_factor
+
+    @property
+    def allocated_annotation(self) -> str:
+        return ALLOCATED
+
+    @property
+    def to_allocate_annotation(self) -> str:
+        return TO_ALLOCATE
+
+    @property
+    def handshake_annotation(self) -> str:
+        return HANDSHAKE
+
+    @property
+    def source(self) -> str:
+        return REGISTER
+
+    @property
+    def lock(self) -> LockSpec:
+        return SHARED_LOCK
+
+    @property
+    def pod_annotation_keys(self) -> tuple[str, ...]:
+        return (TO_ALLOCATE, ALLOCATED)
+
+    def registered(self, node: NodeView) -> bool:
+        return REGISTER in node.annotations
+
+    def discover(self, node: NodeView) -> Discovery:
+        """HAMi `GetNodeDevices`: the colon format; `:` alone decodes to nothing (`no gpu found on node`)."""
+        devices = codec.decode_register_legacy(node.annotations[REGISTER], VENDOR)
+        if not devices:
+            raise codec.CodecError("no gpu found on node")
+        return Discovery(devices)
+
+    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
+        count = self.config.resource_count_name
+        return health.handshake_only(
+            node.annotations.get(HANDSHAKE), allocatable_count(node, count), now, count
+        )
+
+    def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
+        """HAMi `GenerateResourceRequests` (§2.2): cores default to 100, memory 0 means the whole card."""
+        c = self.config
+        nums = requests.count(container, c.resource_count_name)
+        if nums is None:
+            return None
+        factor = max(c.memory_factor, 1)
+        memory = requests.integer(container, c.resource_memory_name, INT32_MAX // factor, "MiB") or 0
+        cores = requests.integer(container, c.resource_core_name, INT32_MAX, "percent of a DCU")
+        memory *= factor
+        return DeviceRequest(nums, VENDOR, memory, 100 if memory == 0 else 0, 100 if cores is None else cores)
+
+    def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+        return template.fit(devices, request, ctx, RULES)
+
+    def pod_annotations(
+        self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
+    ) -> dict[str, str]:
+        return device_lists(devices, TO_ALLOCATE, ALLOCATED)
+
+    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
+        """No mutation; the container is Hygon's when `limits` names the count resource."""
+        return requests.lookup(container, self.config.resource_count_name, limits_only=True) is not None

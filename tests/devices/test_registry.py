@@ -1,0 +1,91 @@
+"""The vendor registry: which families a device-config.yaml enables, with HAMi's semantics
+(app/devices/__init__.py; reference vendors §1.2, §1.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.core.vendor import Vendor
+from app.devices import REGISTRY, DeviceConfigError, build_vendors, disabled_resources
+from app.devices.hygon import Hygon, HygonConfig
+from app.devices.nvidia import Nvidia
+
+
+def keys(vendors: tuple[Vendor, ...]) -> list[str]:
+    return [v.key for v in vendors]
+
+
+def test_registry_follows_hamis_registration_order() -> None:
+    """V§1.2: NVIDIA, Cambricon, Hygon, Enflame, Mthreads, Metax, Kunlun, AWS, AMD, Vastai, Biren, then the
+    flag-gated Ascend and Iluvatar."""
+    assert [f.section for f in REGISTRY] == [
+        "nvidia",
+        "cambricon",
+        "hygon",
+        "enflame",
+        "mthreads",
+        "metax",
+        "kunlun",
+        "awsneuron",
+        "amd",
+        "vastai",
+        "biren",
+        "vnpus",
+        "iluvatars",
+    ]
+    assert {f.flag for f in REGISTRY if f.flag} == {"ascend", "iluvatar"}
+
+
+@pytest.mark.parametrize(
+    ("config", "flags", "expected"),
+    [
+        pytest.param(None, None, ["NVIDIA"], id="no config: NVIDIA alone, chart defaults"),
+        pytest.param({}, frozenset(), ["NVIDIA"], id="empty config"),
+        pytest.param({"hygon": {}}, frozenset(), ["NVIDIA", "DCU"], id="V§1.2 a section enables Hygon"),
+        pytest.param({"hygon": None}, frozenset(), ["NVIDIA"], id="an empty section is no section"),
+        pytest.param({"nvidia": {"resourceCountName": "x/gpu"}}, None, ["NVIDIA"], id="NVIDIA section"),
+        pytest.param({"metax": {}}, None, ["NVIDIA"], id="a family not implemented yet is ignored"),
+        pytest.param({"unknown": {"a": 1}}, None, ["NVIDIA"], id="unknown sections are ignored (yaml.v2)"),
+    ],
+)
+def test_enabled_families(config: Any, flags: frozenset[str] | None, expected: list[str]) -> None:
+    assert keys(build_vendors(config, flags)) == expected
+
+
+def test_sections_configure_their_vendor() -> None:
+    vendors = build_vendors({"hygon": {"resourceCountName": "example.com/dcu", "memoryFactor": 2}})
+    hygon = vendors[1]
+    assert isinstance(hygon, Hygon)
+    assert hygon.config == HygonConfig(resource_count_name="example.com/dcu", memory_factor=2)
+    assert isinstance(vendors[0], Nvidia)
+
+
+@pytest.mark.parametrize(
+    ("config", "flags", "message"),
+    [
+        pytest.param("x", None, "expected a mapping of vendor sections", id="not a mapping"),
+        pytest.param({"hygon": []}, None, "hygon: expected a mapping", id="section not a mapping"),
+        pytest.param(
+            {"hygon": {"memoryFactor": "2"}}, None, "hygon.memoryFactor: expected an integer", id="type"
+        ),
+        pytest.param({}, frozenset({"gpu"}), "unknown vendor switch 'gpu'", id="unknown switch"),
+        pytest.param(
+            {}, frozenset({"iluvatar"}), "Iluvatar is not supported", id="switch of a family not here"
+        ),
+    ],
+)
+def test_invalid_configurations(config: Any, flags: frozenset[str] | None, message: str) -> None:
+    with pytest.raises(DeviceConfigError, match=message):
+        build_vendors(config, flags)
+
+
+def test_disabled_resources_name_the_family_and_the_switch() -> None:
+    """A pod asking for a family that is not enabled gets an answer naming it, not a silent pass-through."""
+    disabled = disabled_resources({}, frozenset())
+    assert disabled["hygon.com/dcunum"] == "Hygon DCU is not enabled (device config: the 'hygon' section)"
+    assert disabled["hygon.com/dcumem"] == disabled["hygon.com/dcucores"] == disabled["hygon.com/dcunum"]
+    assert disabled["metax-tech.com/sgpu"] == "Metax devices are not supported by this scheduler yet"
+    assert "nvidia.com/gpu" not in disabled
+    assert "hygon.com/dcunum" not in disabled_resources({"hygon": {}}, frozenset())
