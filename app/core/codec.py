@@ -123,11 +123,21 @@ def _mig_profiles(raw: Any) -> tuple[MigProfile, ...]:
     return tuple(profiles)
 
 
-def decode_register_json(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
+def _custom_info(raw: Any) -> dict[str, Any]:
+    """`custominfo`: a JSON object (Go `map[string]interface{}`), or nothing."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise CodecError(f"invalid custominfo field: expected an object, got {json.dumps(raw)}")
+    return dict(raw)
+
+
+def decode_register_json(value: str, vendor: str, *, custom: bool = False) -> tuple[DeviceInfo, ...]:
     """Decode `hami.io/node-<vendor>-register` (a JSON array of DeviceInfo).
 
     Stricter than Go where Go would accept nonsense that later corrupts decisions: negative counts or
-    memory, null entries and duplicate UUIDs are rejected with a reason (docs/compatibility.md).
+    memory, null entries and duplicate UUIDs are rejected with a reason (docs/compatibility.md). With
+    `custom`, each device's `custominfo` object is kept (vendors that read it, e.g. Ascend's NetworkID).
     """
     try:
         raw = json.loads(value, object_pairs_hook=go_object)
@@ -159,6 +169,7 @@ def decode_register_json(value: str, vendor: str) -> tuple[DeviceInfo, ...]:
                 health=bool(health),
                 vendor=vendor,
                 mig_profiles=_mig_profiles(go_field(item, "migProfiles")),
+                custom=_custom_info(go_field(item, "custominfo")) if custom else {},
             )
         except CodecError as exc:
             raise CodecError(f"invalid register annotation: device {position}: {exc}") from None

@@ -117,7 +117,10 @@ def _fit_container(
         ):
             raise _Unfit(reasons.NODE_INSUFFICIENT_DEVICE)
         quota_fits = _quota_fits(ctx, vendor, allocated, position)
-        earlier = tuple(group.get(key, ()) for group in allocated[:position])
+        # HAMi's `allocated`: the app phase sees the app containers fitted so far, an init container the
+        # init containers before it (V§1.1, Fit)
+        first = 0 if position < ctx.requests.init_count else ctx.requests.init_count
+        earlier = tuple(group.get(key, ()) for group in allocated[first:position])
         fit_ctx = FitContext(ctx.annotations, ctx.namespace, ctx.gpu_policy, node, quota_fits, earlier)
         outcome = vendor.fit(candidates, request, fit_ctx)
         if not outcome.ok:

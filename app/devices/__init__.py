@@ -8,8 +8,9 @@ Which families are enabled, with HAMi's semantics:
 - NVIDIA always (chart defaults when its section is absent);
 - a family behind an `--enable-*` flag in HAMi (Ascend, Iluvatar) when the flag is on: the service's
   HAMI_ENABLE_<FAMILY> setting; in the CLI (`flags=None`) when its section is present in --device-config;
-- every other family when its section is present: HAMi registers it unconditionally, but without its
-  section its resource names are empty and it never matches anything.
+- every other family when its section names its count resource: HAMi registers it unconditionally, but
+  without that name it never matches anything. Other names a section leaves out take the chart's defaults
+  (as for NVIDIA; HAMi leaves them empty).
 A family HAMi has and this scheduler does not implement yet is listed with its chart resource names, so a
 pod asking for them gets a clear answer instead of being silently passed through (`disabled_resources`).
 """
@@ -21,8 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.vendor import Vendor
+from app.devices.ascend import ascend_vendors
+from app.devices.cambricon import Cambricon, parse_cambricon_config
 from app.devices.common.config import DeviceConfigError
 from app.devices.hygon import Hygon, parse_hygon_config
+from app.devices.mthreads import Mthreads, parse_mthreads_config
 from app.devices.nvidia import Nvidia, parse_nvidia_config
 
 
@@ -41,6 +45,7 @@ class Family:
     flag: str = ""  # HAMi's --enable-<flag> (HAMI_ENABLE_<FLAG>); "" when HAMi has none
     always: bool = False
     resources: tuple[str, ...] = ()
+    count_keys: tuple[str, ...] = ("resourceCountName",)  # a section naming none of these matches nothing
 
 
 def _one(factory: Callable[[Any], Vendor]) -> Callable[[Any], tuple[Vendor, ...]]:
@@ -49,12 +54,7 @@ def _one(factory: Callable[[Any], Vendor]) -> Callable[[Any], tuple[Vendor, ...]
 
 REGISTRY: tuple[Family, ...] = (
     Family("NVIDIA", "nvidia", _one(lambda s: Nvidia(parse_nvidia_config(s))), always=True),
-    Family(
-        "Cambricon MLU",
-        "cambricon",
-        None,
-        resources=("cambricon.com/vmlu", "cambricon.com/mlu.smlu.vmemory", "cambricon.com/mlu.smlu.vcore"),
-    ),
+    Family("Cambricon MLU", "cambricon", _one(lambda s: Cambricon(parse_cambricon_config(s)))),
     Family("Hygon DCU", "hygon", _one(lambda s: Hygon(parse_hygon_config(s)))),
     Family(
         "Enflame GCU",
@@ -67,12 +67,7 @@ REGISTRY: tuple[Family, ...] = (
             "enflame.com/gcu-core",
         ),
     ),
-    Family(
-        "Moore Threads",
-        "mthreads",
-        None,
-        resources=("mthreads.com/vgpu", "mthreads.com/sgpu-memory", "mthreads.com/sgpu-core"),
-    ),
+    Family("Moore Threads", "mthreads", _one(lambda s: Mthreads(parse_mthreads_config(s)))),
     Family(
         "Metax",
         "metax",
@@ -94,7 +89,7 @@ REGISTRY: tuple[Family, ...] = (
     Family("AMD", "amd", None, resources=("amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores")),
     Family("Vastai", "vastai", None, resources=("vastaitech.com/va",)),
     Family("Biren", "biren", None, resources=("birentech.com/gpu",)),
-    Family("Huawei Ascend", "vnpus", None, flag="ascend"),
+    Family("Huawei Ascend", "vnpus", ascend_vendors, flag="ascend"),
     Family(
         "Iluvatar",
         "iluvatars",
@@ -119,12 +114,14 @@ def _sections(device_config: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 def enabled(family: Family, sections: Mapping[str, Any], flags: frozenset[str] | None) -> bool:
     """HAMi's rule for one family (module docstring); `flags=None`: the CLI's (a section enables it)."""
-    present = sections.get(family.section) is not None
+    section = sections.get(family.section)
     if family.always:
         return True
     if family.flag:
-        return present if flags is None else family.flag in flags
-    return present
+        return section is not None if flags is None else family.flag in flags
+    if not isinstance(section, Mapping):
+        return section is not None  # present but not a mapping: the family's parser reports it
+    return any(section.get(key) for key in family.count_keys)
 
 
 def build_vendors(

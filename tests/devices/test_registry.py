@@ -9,6 +9,7 @@ import pytest
 
 from app.core.vendor import Vendor
 from app.devices import REGISTRY, DeviceConfigError, build_vendors, disabled_resources
+from app.devices.ascend import CHART_CHIPS
 from app.devices.hygon import Hygon, HygonConfig
 from app.devices.nvidia import Nvidia
 
@@ -43,19 +44,33 @@ def test_registry_follows_hamis_registration_order() -> None:
     [
         pytest.param(None, None, ["NVIDIA"], id="no config: NVIDIA alone, chart defaults"),
         pytest.param({}, frozenset(), ["NVIDIA"], id="empty config"),
-        pytest.param({"hygon": {}}, frozenset(), ["NVIDIA", "DCU"], id="V§1.2 a section enables Hygon"),
+        pytest.param(
+            {"hygon": {"resourceCountName": "hygon.com/dcunum"}},
+            frozenset(),
+            ["NVIDIA", "DCU"],
+            id="V§1.2 a section naming the count resource enables Hygon",
+        ),
+        pytest.param({"hygon": {}}, frozenset(), ["NVIDIA"], id="V§1.2 no count name: matches nothing"),
         pytest.param({"hygon": None}, frozenset(), ["NVIDIA"], id="an empty section is no section"),
+        pytest.param({"vnpus": {}}, None, [c.common_word for c in CHART_CHIPS], id="CLI: the Ascend section"),
+        pytest.param({"vnpus": {}}, frozenset(), [], id="service: HAMI_ENABLE_ASCEND off"),
+        pytest.param(
+            None, frozenset({"ascend"}), [c.common_word for c in CHART_CHIPS], id="switch: chart chips"
+        ),
         pytest.param({"nvidia": {"resourceCountName": "x/gpu"}}, None, ["NVIDIA"], id="NVIDIA section"),
         pytest.param({"metax": {}}, None, ["NVIDIA"], id="a family not implemented yet is ignored"),
         pytest.param({"unknown": {"a": 1}}, None, ["NVIDIA"], id="unknown sections are ignored (yaml.v2)"),
     ],
 )
 def test_enabled_families(config: Any, flags: frozenset[str] | None, expected: list[str]) -> None:
-    assert keys(build_vendors(config, flags)) == expected
+    found = keys(build_vendors(config, flags))
+    assert found[0] == "NVIDIA" and found[1:] == [k for k in expected if k != "NVIDIA"]
 
 
 def test_sections_configure_their_vendor() -> None:
-    vendors = build_vendors({"hygon": {"resourceCountName": "example.com/dcu", "memoryFactor": 2}})
+    vendors = build_vendors(
+        {"hygon": {"resourceCountName": "example.com/dcu", "memoryFactor": 2}}, frozenset()
+    )
     hygon = vendors[1]
     assert isinstance(hygon, Hygon)
     assert hygon.config == HygonConfig(resource_count_name="example.com/dcu", memory_factor=2)
@@ -68,7 +83,16 @@ def test_sections_configure_their_vendor() -> None:
         pytest.param("x", None, "expected a mapping of vendor sections", id="not a mapping"),
         pytest.param({"hygon": []}, None, "hygon: expected a mapping", id="section not a mapping"),
         pytest.param(
-            {"hygon": {"memoryFactor": "2"}}, None, "hygon.memoryFactor: expected an integer", id="type"
+            {"hygon": {"resourceCountName": "x", "memoryFactor": "2"}},
+            None,
+            "hygon.memoryFactor: expected an integer",
+            id="type",
+        ),
+        pytest.param(
+            {"vnpus": {"configs": [{"commonWord": "Ascend910A"}, {"commonWord": "Ascend910A"}]}},
+            None,
+            "vendor key 'Ascend910A' is configured twice",
+            id="two chips with one common word",
         ),
         pytest.param({}, frozenset({"gpu"}), "unknown vendor switch 'gpu'", id="unknown switch"),
         pytest.param(
@@ -88,4 +112,8 @@ def test_disabled_resources_name_the_family_and_the_switch() -> None:
     assert disabled["hygon.com/dcumem"] == disabled["hygon.com/dcucores"] == disabled["hygon.com/dcunum"]
     assert disabled["metax-tech.com/sgpu"] == "Metax devices are not supported by this scheduler yet"
     assert "nvidia.com/gpu" not in disabled
-    assert "hygon.com/dcunum" not in disabled_resources({"hygon": {}}, frozenset())
+    assert "hygon.com/dcunum" not in disabled_resources({"hygon": {"resourceCountName": "hygon.com/dcunum"}})
+    assert (
+        disabled["huawei.com/Ascend910B3-memory"]
+        == "Huawei Ascend is not enabled (device config: HAMI_ENABLE_ASCEND)"
+    )

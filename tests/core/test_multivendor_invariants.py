@@ -1,0 +1,62 @@
+"""Invariants of mixed-vendor decisions (NVIDIA, Ascend incl. 910C, Hygon, Cambricon, Moore Threads): a
+device of any vendor is never given more than it has, the allocation read back from the pod's annotations
+is exactly what the filter reserved, and every vendor's list has one group per container."""
+
+from __future__ import annotations
+
+from core_builders import context
+from hypothesis import HealthCheck, given, settings
+from vendor_strategies import VENDORS, MixedScenario, mixed_scenarios
+
+from app.core.decision import allocation_annotations, decide
+from app.core.reservations import reservation_from_pod, vendor_tags
+from app.core.usage import allocation_uses
+
+EXAMPLES = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@EXAMPLES
+@given(mixed_scenarios())
+def test_no_device_of_any_vendor_is_oversubscribed(scenario: MixedScenario) -> None:
+    ctx = context(
+        scenario.pod, gpu_policy=scenario.gpu_policy, node_policy=scenario.node_policy, vendors=VENDORS
+    )
+    nodes = {n.name: n for n in scenario.nodes}
+    decision = decide(ctx, list(nodes), nodes, scenario.usage, VENDORS)
+    for verdict in decision.ranked:
+        assert verdict.devices is not None
+        uses = allocation_uses(verdict.devices, ctx.requests.init_count)
+        existing = scenario.usage[verdict.node]
+        capacity = {d.id: d for d in nodes[verdict.node].devices}
+        for uuid, use in uses.items():
+            device = capacity[uuid]
+            total = existing[uuid].plus(use) if uuid in existing else use
+            assert total.slots <= device.count, (uuid, total, device)
+            assert total.mem <= device.devmem, (uuid, total, device)
+            assert total.cores <= device.devcore, (uuid, total, device)
+        for key, groups in verdict.devices.items():
+            assert len(groups) == len(ctx.requests.containers), key  # padded by vendor key
+            for group in groups:
+                assert all(d.type == key for d in group)
+
+
+@EXAMPLES
+@given(mixed_scenarios(max_nodes=2))
+def test_rebuild_from_the_pod_annotations_equals_the_reservation(scenario: MixedScenario) -> None:
+    ctx = context(
+        scenario.pod, gpu_policy=scenario.gpu_policy, node_policy=scenario.node_policy, vendors=VENDORS
+    )
+    nodes = {n.name: n for n in scenario.nodes}
+    winner = decide(ctx, list(nodes), nodes, scenario.usage, VENDORS).winner
+    if winner is None or winner.devices is None:
+        return
+    live = allocation_uses(winner.devices, ctx.requests.init_count, vendor_tags(ctx.annotations, VENDORS))
+    placed = dict(scenario.pod)
+    placed["metadata"] = dict(placed["metadata"])
+    placed["metadata"]["annotations"] = {
+        **placed["metadata"]["annotations"],
+        **allocation_annotations(winner.node, winner.devices, VENDORS, 1, scenario.pod),
+    }
+    rebuilt = reservation_from_pod(placed, VENDORS)
+    assert rebuilt is not None and rebuilt.node == winner.node
+    assert rebuilt.uses == live
