@@ -17,7 +17,9 @@ from app.core.review import AdmissionInput, AdmissionOutcome
 def settings_for(context: Context) -> AdmissionSettings:
     s = context.settings
     trusted = s.webhook_trusted_users or AdmissionSettings().trusted_users
-    return AdmissionSettings(s.scheduler_name, s.force_overwrite_default_scheduler, trusted)
+    return AdmissionSettings(
+        s.scheduler_name, s.force_overwrite_default_scheduler, trusted, s.disabled_resources
+    )
 
 
 def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:

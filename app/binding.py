@@ -19,11 +19,15 @@ Invariants owned here:
   moment (a LIST of spec.nodeName) merged with this replica's ledger, and records the pod's row in the
   same ledger transaction (app.core.recheck): leader election is no fence, and the lock serialises HAMi
   binds on a node, so two leaders' overlapping decisions cannot both be bound. Before the lock, a deposed
-  leader's in-flight bind and the new leader's could both pass.
+  leader's in-flight bind and the new leader's could both pass. (A pod of vendors without a node lock,
+  such as Moore Threads, is re-checked without one, as HAMi binds such pods without one.)
 - The bind-phase stamp carries the pod's UID and resourceVersion as preconditions; when the pod changed
   meanwhile it is re-read and stamped only if its allocation is still the one re-checked.
-- The lock is taken whenever any container — init containers included — asks for devices (HAMi skips
-  init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock.
+- The locks are taken whenever any container — init containers included — asks for devices (HAMi skips
+  init-only pods, quirk #28 / #2640), because the device plugin identifies the pod through the lock: every
+  distinct lock of the pod's vendors (`app.core.vendor.locks_for`: HAMi's shared `hami.io/mutex.lock`,
+  Cambricon's `cambricon.com/dsmlu.lock`; none for vendors without one), all or none — a failure releases
+  every one we took together (HAMi leaks the ones taken before a failing vendor, #2626).
 - A binding whose answer was lost but which happened (the pod is bound to our node) counts as a success,
   so we never release the lock of a pod the device plugin is about to serve. When the re-reads that would
   tell fail too, the bind answers an Error but keeps the lock and the reservation: if the pod is bound,
@@ -38,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -51,11 +55,11 @@ from app.core.model import DeviceUse
 from app.core.nodelock import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
 from app.core.recheck import misfit
 from app.core.usage import sum_uses
-from app.core.vendor import InvalidRequest
+from app.core.vendor import InvalidRequest, LockSpec, locks_for
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
-from app.k8s.nodelock import LockContention, NodeUnreadable, lock_node, release_node_lock
+from app.k8s.nodelock import Held, LockContention, NodeUnreadable, lock_all, release_all
 from app.state.ledger import BOUND, CONFIRMED, Entry
 from app.state.podentry import entry_for
 
@@ -108,13 +112,23 @@ class _AlreadyBound(Exception):
 LOCK_RETRY_FIRST, LOCK_RETRY_FACTOR, LOCK_RETRY_MAX = 0.025, 1.5, 0.25  # seconds: backoff under contention
 
 
-def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> None:
-    """Take the node lock, waiting (with jittered backoff) up to HAMI_BIND_LOCK_WAIT under contention.
+def _lock(
+    context: Context,
+    node: str,
+    ref: PodRef,
+    specs: Sequence[LockSpec],
+    held: list[Held],
+    outcome: BindOutcome,
+) -> None:
+    """Take every node lock the pod's vendors need (`specs`: HAMi's shared `hami.io/mutex.lock`, a vendor's
+    own such as Cambricon's), all or none, waiting (with jittered backoff) up to HAMI_BIND_LOCK_WAIT under
+    contention. Under contention on any of them the ones taken are released before waiting, so a bind
+    never sits on one lock while it waits for another. Everything taken, or maybe taken, is in `held`.
 
-    The lock's GET is also the bind's node lookup (a missing node fails as HAMi's `failed to get node`).
-    A holder is usually released within tens of milliseconds (the device plugin's Allocate), so the backoff
-    starts small and is capped at 250 ms: binpack places consecutive pods on the same node, and a long
-    doubling backoff would turn that into seconds of idle waiting per pod.
+    The first lock's GET is also the bind's node lookup (a missing node fails as HAMi's `failed to get
+    node`). A holder is usually released within tens of milliseconds (the device plugin's Allocate), so the
+    backoff starts small and is capped at 250 ms: binpack places consecutive pods on the same node, and a
+    long doubling backoff would turn that into seconds of idle waiting per pod.
     """
     expire = context.settings.nodelock_expire
     deadline = time.monotonic() + context.settings.bind_lock_wait
@@ -122,14 +136,18 @@ def _lock(context: Context, node: str, ref: PodRef, outcome: BindOutcome) -> Non
     started = time.monotonic()
     while True:
         try:
-            acquired = lock_node(context.kube, node, ref.namespace, ref.name, expire, context.now)
-            outcome.took_over = acquired.took_over
+            acquired = lock_all(context.kube, node, ref.namespace, ref.name, specs, expire, context.now, held)
+            outcome.took_over = acquired.took_over if acquired is not None else ""
             outcome.lock_waited = time.monotonic() - started
             return
         except NodeUnreadable as exc:
             raise _Failed(exc.message, NODE_LOOKUP, event=f"failed to get node {node}") from None
         except LockContention as exc:
             outcome.lock_contended = True
+            if len(held) > 1:  # some were taken: give them back before waiting
+                with contextlib.suppress(ApiError):
+                    release_all(context.kube, node, ref.namespace, ref.name, held, ref.uid)
+                held.clear()
             if time.monotonic() + delay > deadline:
                 if context.settings.bind_lock_wait > 0:
                     waited = nodelock.go_duration(timedelta(seconds=context.settings.bind_lock_wait))
@@ -292,7 +310,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         outcome.reason = NOT_LEADER
         return outcome
     ref = PodRef(namespace, name, uid)
-    locked = False
+    held: list[Held] = []
     try:
         pod = _lookup(context, ref, node, outcome)
         try:
@@ -303,20 +321,21 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         if requests.any and assigned != node:
             message = f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}"
             raise _Failed(message, NOT_FILTERED, compensate=False)
-        if not requests.any:  # with devices, taking the lock reads the node
+        specs = locks_for(requests, context.settings.vendors)
+        if not specs:  # taking a lock reads the node; pods of vendors without one read it here
             mark = time.perf_counter()
             try:
                 objects.get_node(context.kube, node)
             except ApiError:
                 raise _Failed(f"failed to get node {node}", NODE_LOOKUP) from None
             outcome.phases["node_lookup"] = time.perf_counter() - mark
-        else:
+        if specs:
             mark = time.perf_counter()
-            # From here on every failure releases the lock if it is ours (the release is owner-checked):
-            # a CAS whose answer was lost may have taken it even when _lock ends in an error.
-            locked = True
-            _lock(context, node, ref, outcome)
+            # From here on every failure releases every lock `held` that is ours (owner- or value-checked):
+            # a CAS whose answer was lost may have taken one even when _lock ends in an error.
+            _lock(context, node, ref, specs, held, outcome)
             outcome.phases["lock"] = time.perf_counter() - mark
+        if requests.any:
             mark = time.perf_counter()
             _recheck(context, pod, ref, node)
             outcome.phases["recheck"] = time.perf_counter() - mark
@@ -344,7 +363,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         else:
             outcome.reason = LOCK_CONTENDED if isinstance(failure, LockContention) else LOCK_ERROR
         if not isinstance(failure, _Failed) or failure.compensate:
-            _compensate(context, ref, node, locked)
+            _compensate(context, ref, node, held)
         if event and context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, event)
         outcome.error = message
@@ -355,12 +374,12 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     return outcome
 
 
-def _compensate(context: Context, ref: PodRef, node: str, locked: bool) -> None:
-    """Release our lock (only ours) and forget the in-flight reservation of the pod being bound (only
-    its); each step is attempted even if one fails."""
-    if locked:
-        # If even the release fails, the next binder takes the lock over once this unbound holder's bind
-        # attempt is stale (app.core.nodelock.classify_holder).
+def _compensate(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:
+    """Release our locks (only ours, every one) and forget the in-flight reservation of the pod being bound
+    (only its); each step is attempted even if one fails."""
+    if held:
+        # If even a release fails, the next binder takes that lock over once this unbound holder's bind
+        # attempt is stale (app.core.nodelock.classify_holder) or, for a vendor lock, once it expires.
         with contextlib.suppress(ApiError):
-            release_node_lock(context.kube, node, ref.namespace, ref.name, owner_uid=ref.uid)
+            release_all(context.kube, node, ref.namespace, ref.name, held, ref.uid)
     context.ledger.forget_in_flight(ref.uid, ref.namespace, ref.name)

@@ -54,7 +54,9 @@ def _init_statuses(raw: Any) -> list[dict[str, Any]]:
 
 
 def pod_shape(vendors: Iterable[Vendor]) -> Shape:
-    allocated = {v.allocated_annotation for v in vendors}
+    vendors = tuple(vendors)
+    allocated = {v.allocated_annotation for v in vendors if v.allocated_annotation}
+    allocated |= {key for v in vendors for key in v.reads.pod_annotations}
 
     def shape(pod: Mapping[str, Any]) -> dict[str, Any]:
         metadata = _metadata(pod, "labels", "deletionTimestamp")
@@ -82,21 +84,32 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
 
 def node_shape(vendors: Iterable[Vendor]) -> Shape:
     """Registration annotations, the node lock (for the leader's lock sweeper; `content` ignores it, as it
-    changes on every bind and no registration reads it), topology labels and the vendors' allocatable
-    device counts."""
+    changes on every bind and no registration reads it), topology labels, the vendors' allocatable device
+    counts, and whatever else a vendor's discovery reads (`Vendor.reads`: annotations, labels, capacity)."""
+    vendors = tuple(vendors)
     counts = {v.resources.count for v in vendors}
+    annotations = {
+        CORDON_ANNOTATION,
+        LOCK_ANNOTATION,
+        *(k for v in vendors for k in v.reads.node_annotations),
+    }
+    labels = (ZONE_LABEL, REGION_LABEL, *(k for v in vendors for k in v.reads.node_labels))
+    capacity = tuple(k for v in vendors for k in v.reads.capacity)
 
     def shape(node: Mapping[str, Any]) -> dict[str, Any]:
         metadata = _metadata(node)
         raw = _mapping(node.get("metadata"))
-        metadata["labels"] = _pick(_mapping(raw.get("labels")), (ZONE_LABEL, REGION_LABEL))
+        metadata["labels"] = _pick(_mapping(raw.get("labels")), labels)
         metadata["annotations"] = {
             k: v
             for k, v in _mapping(raw.get("annotations")).items()
-            if k.startswith(NODE_ANNOTATION_PREFIX) or k in (CORDON_ANNOTATION, LOCK_ANNOTATION)
+            if k.startswith(NODE_ANNOTATION_PREFIX) or k in annotations
         }
-        allocatable = _mapping(_mapping(node.get("status")).get("allocatable"))
-        return {"metadata": metadata, "status": {"allocatable": _pick(allocatable, counts)}}
+        status = _mapping(node.get("status"))
+        shaped: dict[str, Any] = {"allocatable": _pick(_mapping(status.get("allocatable")), counts)}
+        if capacity:
+            shaped["capacity"] = _pick(_mapping(status.get("capacity")), capacity)
+        return {"metadata": metadata, "status": shaped}
 
     return shape
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.cli import tables
-from app.cli.common import CliError, dump_json, load_cluster, load_document, load_vendors
+from app.cli.common import CliError, dump_json, load_cluster, load_disabled, load_document, load_vendors
 from app.core import quota, reservations
 from app.core.admission import AdmissionInput, AdmissionOutcome, AdmissionSettings, admit, review_response
 from app.core.codec import CodecError
@@ -102,7 +102,8 @@ def evaluate(args: argparse.Namespace) -> tuple[AdmissionOutcome, dict[str, Any]
     request = AdmissionInput(
         uid=uid or PLACEHOLDER_UID, operation="CREATE", pod=pod, namespace=namespace or "default"
     )
-    settings = AdmissionSettings(scheduler_name=args.scheduler_name)
+    disabled = load_disabled(args.device_config)
+    settings = AdmissionSettings(scheduler_name=args.scheduler_name, disabled_resources=disabled)
     outcome = admit(request, settings, vendors, quota.build_view(limits, used))
     return outcome, review_response(outcome, request.uid)["response"]
 

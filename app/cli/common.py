@@ -17,7 +17,7 @@ import yaml
 from app.core.inventory import NodeUnregistered, decode_node, node_name
 from app.core.model import NodeDevices
 from app.core.vendor import Vendor
-from app.devices import DeviceConfigError, build_vendors
+from app.devices import DeviceConfigError, build_vendors, disabled_resources
 
 
 class CliError(Exception):
@@ -55,14 +55,28 @@ def load_pod(path: str) -> dict[str, Any]:
     return pod
 
 
-def load_vendors(device_config: str | None) -> tuple[Vendor, ...]:
+def _device_config(device_config: str | None) -> dict[str, Any] | None:
     if not device_config:
-        return build_vendors(None)
+        return None
     data = load_document(device_config)
     if data is not None and not isinstance(data, dict):
         raise CliError(f"{device_config}: expected a mapping of vendor sections")
+    return data
+
+
+def load_vendors(device_config: str | None) -> tuple[Vendor, ...]:
+    """The vendors HAMi would enable with this device-config.yaml (a flag-gated vendor such as Ascend is
+    enabled when its section is present: `app.devices`)."""
     try:
-        return build_vendors(data)
+        return build_vendors(_device_config(device_config))
+    except DeviceConfigError as exc:
+        raise CliError(f"{device_config}: {exc}") from None
+
+
+def load_disabled(device_config: str | None) -> dict[str, str]:
+    """Resource name -> why no enabled vendor serves it, under this device-config.yaml."""
+    try:
+        return disabled_resources(_device_config(device_config))
     except DeviceConfigError as exc:
         raise CliError(f"{device_config}: {exc}") from None
 

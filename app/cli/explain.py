@@ -28,6 +28,7 @@ from app.cli.common import (
     decode_nodes,
     dump_json,
     load_cluster,
+    load_disabled,
     load_pod,
     load_vendors,
 )
@@ -190,13 +191,17 @@ def _decide(
         raise CliError(f"{args.pod}: {exc}") from None
     except (InvalidRequest, CodecError) as exc:
         return _result(None, None, str(exc))
+    refused = pods.disabled_request(pod, load_disabled(args.device_config))
+    if refused is not None:
+        return _result(None, None, refused)
     if not ctx.requests.any:
         return _result(candidates, None)
     decision = decide(ctx, candidates, registered, reservations.usage_by_node(usage.held), vendors, broken)
     winner = decision.winner
     if winner is None or winner.devices is None:
         return _result(None, decision.failed, decision=decision)
-    annotations = allocation_annotations(winner.node, winner.devices, vendors, int(time.time()))
+    now = time.time_ns()
+    annotations = allocation_annotations(winner.node, winner.devices, vendors, now // 10**9, pod, now)
     return _result([winner.node], None, annotations=annotations, decision=decision)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
@@ -71,6 +71,8 @@ class AdmissionSettings:
         "system:serviceaccount:kube-system:hami-scheduler",
         "system:serviceaccount:kube-system:hami-device-plugin",
     )
+    # resource name -> why no enabled vendor serves it: an admitted pod asking for one gets a warning
+    disabled_resources: Mapping[str, str] = field(default_factory=dict)
 
 
 def scheduler_owned(key: str, vendors: Sequence[Vendor]) -> bool:
@@ -187,6 +189,9 @@ def _create(
     removals = [{"op": "remove", "path": _pointer("metadata", "annotations", key)} for key in stripped]
     patch = (*removals, *jsonpatch.make_patch(base, pod).patch)
     warnings = tuple(f"annotation {key} removed: only the GPU scheduler may set it" for key in stripped)
+    refused = pods.disabled_request(pod, settings.disabled_resources)
+    if refused is not None:  # not ours to place: HAMi admits it silently
+        warnings = (*warnings, f"{refused}; this scheduler will not place it")
     return dataclasses.replace(verdict, patch=patch, warnings=warnings, pod=pod)
 
 

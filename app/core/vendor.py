@@ -7,6 +7,7 @@ everything HAMi's 13 vendors do differently fits one of these hooks without a sp
 - discovery: `registered` / `discover` read a `NodeView` (annotations, labels, capacity, allocatable), so
   devices may come from a register annotation (NVIDIA, Ascend, Hygon, ...) or be derived from node capacity
   and labels (Cambricon, Mthreads, Kunlunxin, AWS Neuron, ...); node-wide facts go to `Discovery.info`;
+  `reads` names the fields beyond the common ones, so the worker's informers keep them;
 - health: `health` decides with the vendor's own rule (the generic handshake, NVIDIA's bookkeeping, "always
   healthy", "capacity > 0") and names the handshake stamp to write, if any;
 - requests, visibility and Fit: `container_request`, `sees` (which devices a request may use), `fit` with
@@ -39,6 +40,7 @@ from app.core.model import (
     DeviceRequest,
     DeviceUsage,
     NodeDevices,
+    PodRequests,
     PodSingleDevice,
 )
 
@@ -78,6 +80,20 @@ class NodeView:
     labels: Mapping[str, str] = field(default_factory=dict)
     capacity: Mapping[str, Any] = field(default_factory=dict)
     allocatable: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """What of a Node and of a scheduled Pod a vendor reads, beyond what every vendor has kept for it:
+    node annotations starting with `hami.io/node-`, the allocatable count resource, and pod annotations
+    starting with `hami.io/` or naming an allocation. The worker's informers keep only these fields
+    (workers/shapes.py), so a vendor whose discovery, health or `usage_tags` reads anything else names it
+    here (Ascend's `hami-vnpu-core`, Cambricon's capacity, AWS Neuron's instance-type label, ...)."""
+
+    node_annotations: tuple[str, ...] = ()
+    node_labels: tuple[str, ...] = ()
+    capacity: tuple[str, ...] = ()
+    pod_annotations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +198,10 @@ class Vendor(Protocol):
         """Node annotation of the vendor's handshake ("" when it has none); never part of discovery."""
 
     @property
+    def reads(self) -> Reads:
+        """The node and pod fields discovery, health and `usage_tags` read that are not kept anyway."""
+
+    @property
     def lock(self) -> LockSpec | None:
         """The node lock this vendor's pods take at bind, None when they take none."""
 
@@ -242,3 +262,16 @@ class Vendor(Protocol):
 
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """Webhook mutation of one container (in place); True when it requests this vendor's devices."""
+
+
+def locks_for(requests: PodRequests, vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
+    """The node locks a pod's bind takes: one per distinct annotation among the locks of the vendors any of
+    its containers asks for (init containers too, unlike HAMi: quirk #28), in annotation-key order, so two
+    pods needing the same locks take them in the same order."""
+    wanted = {key for container in requests.containers for key in container}
+    specs: dict[str, LockSpec] = {}
+    for vendor in vendors:
+        spec = vendor.lock
+        if vendor.key in wanted and spec is not None:
+            specs.setdefault(spec.annotation, spec)
+    return tuple(specs[key] for key in sorted(specs))

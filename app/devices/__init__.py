@@ -169,9 +169,10 @@ def disabled_resources(
             why = f"{family.name} devices are not supported by this scheduler yet"
             names: tuple[str, ...] = family.resources
         else:
-            switch = (
-                f"HAMI_ENABLE_{family.flag.upper()}" if family.flag else f"the {family.section!r} section"
-            )
+            if family.flag and flags is not None:
+                switch = f"HAMI_ENABLE_{family.flag.upper()}"
+            else:
+                switch = f"the {family.section!r} section"
             why = f"{family.name} is not enabled (device config: {switch})"
             names = tuple(
                 name

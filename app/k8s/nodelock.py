@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.core import nodelock
 from app.core.decision import ASSIGNED_NODE
 from app.core.nodelock import LOCK_ANNOTATION, Holder, Verdict
+from app.core.vendor import LockSpec
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
@@ -78,16 +79,24 @@ def lock_node(
     expire: timedelta,
     now: Callable[[], datetime],
     backoff: Backoff = Backoff(),
+    *,
+    annotation: str = LOCK_ANNOTATION,
+    owned: bool = True,
+    written: list[str] | None = None,
 ) -> Acquired:
-    """Take `node`'s lock for pod `namespace/name`; raises LockContention, NodeUnreadable (the node could
-    not be read at all: HAMi's `failed to get node`) or ApiError."""
+    """Take `node`'s lock `annotation` for pod `namespace/name`; raises LockContention, NodeUnreadable (the
+    node could not be read at all: HAMi's `failed to get node`) or ApiError.
+
+    `owned`: the value names the pod (HAMi's `hami.io/mutex.lock`), else it is a bare RFC3339 time (a
+    vendor lock such as Cambricon's, which names nobody and is never re-entered). Every value patched is
+    appended to `written` first, so a caller whose patch answer was lost can still release it."""
     last: ApiError | None = None
     read = False
     for delay in [*backoff.delays(), None]:
         try:
             current = objects.get_node(kube, node)
             read = True
-            value = objects.annotations_of(current).get(LOCK_ANNOTATION)
+            value = objects.annotations_of(current).get(annotation)
             moment = now()
             decision = nodelock.decide(value, namespace, name, moment, expire)
             if decision.verdict is Verdict.NEED_HOLDER:
@@ -99,13 +108,24 @@ def lock_node(
             if decision.verdict is Verdict.REENTER:
                 assert value is not None
                 return Acquired(value, reentered=True)
-            new_value = nodelock.format_lock(moment, namespace, name)
+            if owned:
+                new_value = nodelock.format_lock(moment, namespace, name)
+            else:
+                new_value = nodelock.format_rfc3339(moment)
+            if written is not None:
+                written.append(new_value)
             objects.patch_node_annotations(
-                kube, node, {LOCK_ANNOTATION: new_value}, resource_version=objects.resource_version(current)
+                kube, node, {annotation: new_value}, resource_version=objects.resource_version(current)
             )
             if value is not None:
                 pod = f"{namespace}/{name}"
-                details = {"node": node, "pod": pod, "previous": value, "why": decision.why}
+                details = {
+                    "node": node,
+                    "pod": pod,
+                    "lock": annotation,
+                    "previous": value,
+                    "why": decision.why,
+                }
                 logger.warning("took over a node lock", extra=details)
             return Acquired(new_value, took_over=decision.why if value is not None else "")
         except ApiError as exc:
@@ -139,23 +159,32 @@ def release_node_lock(
     backoff: Backoff = Backoff(),
     *,
     owner_uid: str = "",
+    annotation: str = LOCK_ANNOTATION,
+    values: tuple[str, ...] | None = None,
 ) -> bool:
     """Delete `node`'s lock if (and only if) pod `namespace/name` holds it; True if a lock was removed.
 
     With `owner_uid`, not once the name belongs to another pod: the lock names namespace/name only, and a
     pod recreated under the same name re-enters it (its bind may be under way, or its Allocate pending).
+    With `values` (a lock whose value names nobody), only while it still holds one of the values this bind
+    wrote: never another pod's lock (HAMi releases Cambricon's whatever it holds, vendors §3.3 #2).
     """
     last: ApiError | None = None
     for delay in [*backoff.delays(), None]:
         try:
             current = objects.get_node(kube, node)
-            value = objects.annotations_of(current).get(LOCK_ANNOTATION)
-            if value is None or not nodelock.is_owned_by(value, namespace, name):
+            value = objects.annotations_of(current).get(annotation)
+            if value is None:
                 return False
-            if owner_uid and _renamed(kube, namespace, name, owner_uid):
+            if values is not None:
+                if value not in values:
+                    return False
+            elif not nodelock.is_owned_by(value, namespace, name) or (
+                owner_uid and _renamed(kube, namespace, name, owner_uid)
+            ):
                 return False
             objects.patch_node_annotations(
-                kube, node, {LOCK_ANNOTATION: None}, resource_version=objects.resource_version(current)
+                kube, node, {annotation: None}, resource_version=objects.resource_version(current)
             )
             return True
         except ApiError as exc:
@@ -192,3 +221,69 @@ def release_abandoned_lock(kube: Kube, node: str, now: datetime, expire: timedel
             return ""
         raise
     return decision.why
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A lock a bind took, or may have taken (a patch whose answer was lost): what to release."""
+
+    spec: LockSpec
+    written: list[str]
+
+
+def lock_all(
+    kube: Kube,
+    node: str,
+    namespace: str,
+    name: str,
+    specs: Sequence[LockSpec],
+    expire: timedelta,
+    now: Callable[[], datetime],
+    held: list[Held],
+    backoff: Backoff = Backoff(),
+) -> Acquired | None:
+    """Take every lock of `specs`, in order, appending each to `held` before trying it; the first error
+    (contention included) is raised with the locks taken so far still in `held`, for the caller to release
+    together (`release_all`: all or nothing, HAMi leaks the partial ones, #2626). Returns the last lock
+    taken (None when `specs` is empty); its `took_over` says why an existing lock was replaced, if any."""
+    acquired: Acquired | None = None
+    for spec in specs:
+        entry = Held(spec, [])
+        held.append(entry)
+        got = lock_node(
+            kube,
+            node,
+            namespace,
+            name,
+            spec.expire or expire,
+            now,
+            backoff,
+            annotation=spec.annotation,
+            owned=spec.owned,
+            written=entry.written,
+        )
+        if acquired is None or got.took_over:
+            acquired = got
+    return acquired
+
+
+def release_all(
+    kube: Kube, node: str, namespace: str, name: str, held: Sequence[Held], owner_uid: str = ""
+) -> None:
+    """Release every lock in `held` that is still ours, in reverse order; each is attempted even when an
+    earlier release fails (the last error is raised once all were tried)."""
+    failure: ApiError | None = None
+    for entry in reversed(held):
+        try:
+            if entry.spec.owned:
+                release_node_lock(
+                    kube, node, namespace, name, owner_uid=owner_uid, annotation=entry.spec.annotation
+                )
+            elif entry.written:
+                release_node_lock(
+                    kube, node, namespace, name, annotation=entry.spec.annotation, values=tuple(entry.written)
+                )
+        except ApiError as exc:
+            failure = exc
+    if failure is not None:
+        raise failure

@@ -27,6 +27,7 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
+    Reads,
     ResourceNames,
     ScoreContext,
 )
@@ -85,6 +86,10 @@ class Ascend(VendorDefaults):
     @property
     def source(self) -> str:
         return self.register
+
+    @property
+    def reads(self) -> Reads:
+        return Reads(node_annotations=(NODE_HAMI_CORE,))
 
     @property
     def lock(self) -> LockSpec:

@@ -31,6 +31,7 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
+    Reads,
     ResourceNames,
 )
 from app.devices.common import requests, template
@@ -100,6 +101,10 @@ class Cambricon(VendorDefaults):
     @property
     def source(self) -> str:
         return f"capacity {self.config.resource_core_name}"
+
+    @property
+    def reads(self) -> Reads:
+        return Reads(capacity=(self.config.resource_core_name, self.config.resource_memory_name))
 
     @property
     def lock(self) -> LockSpec:

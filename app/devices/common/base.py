@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from app.core import codec
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
-from app.core.vendor import ScoreContext
+from app.core.vendor import Reads, ScoreContext
 
 
 class VendorDefaults:
@@ -26,6 +26,10 @@ class VendorDefaults:
     @property
     def scores_nodes(self) -> bool:
         return False
+
+    @property
+    def reads(self) -> Reads:
+        return Reads()
 
     def sees(self, device_type: str, device_vendor: str) -> bool:
         return device_vendor == self.key

@@ -29,6 +29,7 @@ from app.core.vendor import (
     FitContext,
     FitOutcome,
     NodeView,
+    Reads,
     ResourceNames,
 )
 from app.devices.common import requests, template
@@ -124,6 +125,10 @@ class Mthreads(VendorDefaults):
     @property
     def source(self) -> str:
         return f"capacity {self.config.resource_core_name}"
+
+    @property
+    def reads(self) -> Reads:
+        return Reads(capacity=(self.config.resource_core_name, self.config.resource_memory_name))
 
     @property
     def lock(self) -> None:

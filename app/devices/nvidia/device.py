@@ -29,6 +29,7 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
+    Reads,
     ResourceNames,
     ScoreContext,
 )
@@ -80,6 +81,10 @@ class Nvidia:
     @property
     def source(self) -> str:
         return keys.REGISTER
+
+    @property
+    def reads(self) -> Reads:
+        return Reads()  # register, pair scores and handshake are all `hami.io/node-*`
 
     @property
     def lock(self) -> LockSpec:
