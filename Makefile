@@ -76,8 +76,11 @@ unit: setup
 integration: setup tools kube
 	$(PY) -m pytest tests/integration
 
+# A mixed cluster: NVIDIA, Huawei Ascend (910B3, 910C), Hygon (beside NVIDIA), Cambricon, Moore Threads.
+DEMO_VENDORS ?= nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c
+
 demo: setup
-	$(PY) -m sim demo --report demo-report.json
+	$(PY) -m sim demo --vendors $(DEMO_VENDORS) --report demo-report.json
 
 bench: setup
 	$(PY) -m bench --quick --report bench-report.json

@@ -314,7 +314,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     device_path = env.get("HAMI_DEVICE_CONFIG_FILE", "")
     device_config = load_device_config(device_path) if device_path else {}
-    flags = frozenset(flag for flag in FLAGS if _bool(env, f"HAMI_ENABLE_{flag.upper()}", False))
+    switches = {"ascend": "HAMI_ENABLE_ASCEND", "iluvatar": "HAMI_ENABLE_ILUVATAR"}  # HAMi --enable-<flag>
+    assert set(switches) == FLAGS, "every vendor switch of app.devices has its setting"
+    flags = frozenset(flag for flag, name in switches.items() if _bool(env, name, False))
     try:
         vendors = build_vendors(device_config, flags)
     except DeviceConfigError as exc:

@@ -2,7 +2,8 @@
 its own process (so the demo, the benchmark and chaos runs can start, kill and restart them independently).
 
     python -m sim nodes --kubeconfig F [--nodes 20] [--seed 0] [--gpus-per-node 8] [--models a100-80,h100]
-                        [--zones 3] [--allocate-latency 0.002] [--workers 8] [--stats FILE]
+                        [--vendors nvidia,ascend910b3,hygon+cambricon] [--zones 3]
+                        [--allocate-latency 0.002] [--workers 8] [--stats FILE]
     python -m sim scheduler --kubeconfig F --extender URL[,URL...] [--ca-file F | --insecure]
                         [--http-timeout 30] [--max-unschedulable 5] [--max-errors 10]
                         [--unschedulable-timeout 5] [--stats FILE]
@@ -26,6 +27,7 @@ from sim.extender import Extender, ExtenderConfig
 from sim.kube import Kube, KubeError
 from sim.nodes import DEFAULT_MODELS, build_cluster, parse_models, register_nodes
 from sim.scheduler import SchedulerConfig, SimScheduler
+from sim.vendors import parse_vendors
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +50,11 @@ def nodes_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zones", type=int, default=3)
     parser.add_argument("--split-count", type=int, default=10, help="deviceSplitCount (register count)")
     parser.add_argument("--mig-nodes", type=int, default=0, help="nodes of MIG-capable models in MIG mode")
+    parser.add_argument(
+        "--vendors",
+        default="nvidia",
+        help="node kinds cycled over the nodes (sim.vendors): nvidia,ascend910b3,hygon+cambricon,mthreads",
+    )
     parser.add_argument("--allocate-latency", type=float, default=0.002, help="seconds per Allocate call")
     parser.add_argument("--workers", type=int, default=8, help="allocation threads for all nodes")
     parser.add_argument("--run-seconds", type=float, default=None, help="default pod run time (forever)")
@@ -76,6 +83,7 @@ def nodes_main(args: argparse.Namespace) -> int:
             zones=args.zones,
             split_count=args.split_count,
             mig_nodes=args.mig_nodes,
+            vendors=parse_vendors(args.vendors),
         )
     except ValueError as exc:
         print(f"sim nodes: {exc}", file=sys.stderr)

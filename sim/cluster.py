@@ -21,7 +21,17 @@ from sim.controlplane import SchedulerSpec
 from sim.kube import Kube
 from sim.processes import wait_for_http
 from sim.realcluster import ExternalExtender, start_real_cluster
-from sim.stack import PY, DemoFailure, Stack, free_port, serve_tls, service_ready, start_nodes, wait_until
+from sim.stack import (
+    PY,
+    DemoFailure,
+    Stack,
+    free_port,
+    serve_tls,
+    service_ready,
+    start_nodes,
+    vendor_env,
+    wait_until,
+)
 
 
 def extender_config(url: str, ca_file: Path | None) -> dict[str, object]:
@@ -95,6 +105,7 @@ def start_cluster(
         "HAMI_BIND": f"127.0.0.1:{port}",
         "HAMI_WORKERS": str(args.workers),
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / "prometheus"),
+        **vendor_env(getattr(args, "vendors", "nvidia"), stack.workdir),
         **(service_env or {}),
     }
     if args.tls:

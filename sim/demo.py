@@ -38,6 +38,7 @@ from sim.harness import create_pod
 from sim.kube import Kube, KubeError, atomic_write_json
 from sim.report import histogram_quantile_ms, placement_table, summarize, utilisation_chart
 from sim.stack import DemoFailure, Stack
+from sim.vendors import parse_vendors
 from sim.workload import DEMO_LABEL, demo_pods
 
 
@@ -51,7 +52,7 @@ def demo_state(kube: Kube) -> list[dict[str, Any]]:
 
 def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, Any]:
     assert stack.control_plane is not None
-    pods = demo_pods(args.pods, args.seed)
+    pods = demo_pods(args.pods, args.seed, vendors=parse_vendors(args.vendors))
     denied: dict[str, str] = {}
     started = time.time()
     for demo in pods:
@@ -148,6 +149,7 @@ def build_report(
                 "mig_nodes": args.mig_nodes,
                 "tls": args.tls,
                 "control_plane": args.control_plane,
+                "vendors": args.vendors,
             },
             "scheduler": scheduler,
             "device_plugin": plugin,
@@ -229,6 +231,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for bound/rejected")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds to wait for allocations after")
     parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument(
+        "--vendors",
+        default="nvidia",
+        help="node kinds cycled over the nodes (sim.vendors), e.g. nvidia,ascend910b3,nvidia+hygon,cambricon",
+    )
     parser.add_argument("--zones", type=int, default=3)
     parser.add_argument("--mig-nodes", type=int, default=0, help="nodes of MIG-capable models in MIG mode")
     parser.add_argument("--allocate-latency", type=float, default=0.002)

@@ -40,7 +40,9 @@ from sim import podutil
 from sim.apiserver.deferred import Deferred
 from sim.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
 from sim.migplugin import MigError, MigInstances
-from sim.nodes import ClusterSpec, NodeSpec
+from sim.nodes import GPU_RESOURCE, ClusterSpec, NodeSpec
+from sim.vendorplugins import AllocateError, DsmluPlugin, MthreadsPlugin, Plugin
+from sim.vendors import VendorPart
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +51,6 @@ TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 ASSIGNED_NODE = "hami.io/vgpu-node"
 VENDOR = "NVIDIA"
 Obj = dict[str, Any]
-
-
-class AllocateError(Exception):
-    """Allocate failed; the kubelet rejects the pod with this message."""
 
 
 @dataclass(frozen=True)
@@ -91,15 +89,33 @@ class Stats:
 
 
 class DevicePlugin:
-    """HAMi's device plugin on one node: Allocate with the same API calls HAMi makes."""
+    """HAMi's device plugin on one node: Allocate with the same API calls HAMi makes.
 
-    def __init__(self, kube: Kube, spec: NodeSpec, stats: Stats, latency: float = 0.0) -> None:
+    The NVIDIA plugin by default; with `part`, the same protocol for another vendor's HAMi plugin (Ascend,
+    Hygon: their own to-allocate annotation; Ascend also needs its `huawei.com/<cw>` runtime info, V§2.1.9).
+    `words` are HAMi's DevicesToHandle: the allocation is complete once the plugin's own to-allocate
+    annotation contains none of them."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        spec: NodeSpec,
+        stats: Stats,
+        latency: float = 0.0,
+        *,
+        part: VendorPart | None = None,
+        words: tuple[str, ...] = (VENDOR,),
+    ) -> None:
         self.kube = kube
         self.spec = spec
         self.stats = stats
         self.latency = latency
-        self.uuids = frozenset(d.id for d in spec.devices)
-        self.mig = MigInstances({d.id: d for d in spec.devices})
+        devices = part.devices if part is not None else spec.devices
+        self.to_allocate = part.to_allocate if part is not None else TO_ALLOCATE
+        self.runtime = f"huawei.com/{part.key}" if part is not None and part.key.startswith("Ascend") else ""
+        self.words = words
+        self.uuids = frozenset(d.id for d in devices)
+        self.mig = MigInstances({d.id: d for d in devices})
 
     @property
     def node(self) -> str:
@@ -123,10 +139,14 @@ class DevicePlugin:
         _, pods = self.kube.list("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")
         for pod in pods:
             notes = podutil.annotations_of(pod)
+            # `success` too while devices of ours are left: another vendor's plugin finished first and
+            # released the lock (HAMi's multi-vendor quirk, V§1.5)
+            phase = notes.get(nodelock.BIND_PHASE)
+            left = any(word in notes.get(self.to_allocate, "") for word in self.words)
             if (
                 podutil.phase(pod) == "Pending"
                 and nodelock.BIND_TIME in notes
-                and notes.get(nodelock.BIND_PHASE) == nodelock.PHASE_ALLOCATING
+                and (phase == nodelock.PHASE_ALLOCATING or (phase == nodelock.PHASE_SUCCESS and left))
                 and notes.get(ASSIGNED_NODE) == self.node
             ):
                 return pod
@@ -147,6 +167,8 @@ class DevicePlugin:
             missing = [d.uuid for d in devices if d.uuid not in self.uuids]
             if missing:
                 raise AllocateError(f"device {missing[0]} not found on node {self.node}")
+            if self.runtime and self.runtime not in podutil.annotations_of(current):
+                raise AllocateError(f"annotation {self.runtime} not found on the pod")
             self._realize_mig(current, index, devices)
             self._try_success(current)
         except (AllocateError, KubeError, codec.CodecError, MigError) as exc:
@@ -158,6 +180,9 @@ class DevicePlugin:
         self.stats.count("allocate_ok")
         return current, index
 
+    def forget(self, uid: str) -> None:
+        self.mig.release(uid)  # the plugin's reconciliation frees the pod's instances
+
     def _realize_mig(self, pod: Obj, index: int, devices: ContainerDevices) -> None:
         realized = self.mig.realize(podutil.uid(pod), podutil.annotations_of(pod), index, devices)
         if realized:
@@ -167,13 +192,12 @@ class DevicePlugin:
 
     def _pop_group(self, pod: Obj) -> tuple[int, ContainerDevices]:
         """GetNextDeviceRequest + EraseNextDeviceTypeFromAnnotation."""
-        groups = list(codec.decode_pod_single_device(podutil.annotations_of(pod).get(TO_ALLOCATE, "")))
+        key = self.to_allocate
+        groups = list(codec.decode_pod_single_device(podutil.annotations_of(pod).get(key, "")))
         for index, group in enumerate(groups):
             if group:
                 groups[index] = ()
-                patch = {
-                    "metadata": {"annotations": {TO_ALLOCATE: codec.encode_pod_single_device(tuple(groups))}}
-                }
+                patch = {"metadata": {"annotations": {key: codec.encode_pod_single_device(tuple(groups))}}}
                 self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
                 return index, group
         raise AllocateError("device request not found")
@@ -181,7 +205,8 @@ class DevicePlugin:
     def _try_success(self, pod: Obj) -> None:
         """PodAllocationTrySuccess: success once no device of ours is left to allocate."""
         fresh = self.kube.get(pod_path(podutil.namespace(pod), podutil.name(pod)))
-        if VENDOR not in podutil.annotations_of(fresh).get(TO_ALLOCATE, ""):
+        left = podutil.annotations_of(fresh).get(self.to_allocate, "")
+        if not any(word in left for word in self.words):
             self._finish(fresh, nodelock.PHASE_SUCCESS)
 
     def _finish(self, pod: Obj, phase: str) -> None:
@@ -229,6 +254,20 @@ class Kubelets:
         self.stats = Stats()
         latency = self.config.allocate_latency
         self.plugins = {s.name: DevicePlugin(kube, s, self.stats, latency) for s in cluster.nodes}
+        words = (VENDOR, *sorted({part.key for s in cluster.nodes for part in s.parts}))
+        self.node_plugins: dict[str, dict[str, Plugin]] = {}
+        for spec in cluster.nodes:
+            plugins: dict[str, Plugin] = {GPU_RESOURCE: self.plugins[spec.name]} if spec.devices else {}
+            for part in spec.parts:
+                if part.plugin == "dsmlu":
+                    plugins[part.resource] = DsmluPlugin(kube, spec.name, part)
+                elif part.plugin == "mthreads":
+                    plugins[part.resource] = MthreadsPlugin(kube, spec.name, part)
+                else:
+                    plugins[part.resource] = DevicePlugin(
+                        kube, spec, self.stats, latency, part=part, words=words
+                    )
+            self.node_plugins[spec.name] = plugins
         self._host_ips = {s.name: f"10.0.{i // 250}.{i % 250 + 1}" for i, s in enumerate(cluster.nodes)}
         self._pool = ThreadPoolExecutor(max(1, self.config.workers), thread_name_prefix="sim-kubelet")
         self._lock = threading.Lock()
@@ -261,7 +300,8 @@ class Kubelets:
             return
         uid = podutil.uid(pod)
         if kind == "DELETED" or podutil.phase(pod) in podutil.TERMINAL:
-            self.plugins[node].mig.release(uid)  # the plugin's reconciliation frees the pod's instances
+            for plugin in self.node_plugins[node].values():
+                plugin.forget(uid)
         with self._lock:
             if kind == "DELETED":
                 self._seen.discard(uid)
@@ -307,28 +347,38 @@ class Kubelets:
         pod = self.informer.store.get(key)
         if pod is None or podutil.terminating(pod) or podutil.phase(pod) != "Pending":
             return
-        plugin = self.plugins[node]
+        plugins = self.node_plugins[node]
         namespace, name = podutil.namespace(pod), podutil.name(pod)
         ordered = podutil.containers(pod, init=True) + podutil.containers(pod)
         stock = self.config.stock_gpus and TO_ALLOCATE not in podutil.annotations_of(pod)
-        for index, container in [] if stock else podutil.gpu_containers(pod):
-            try:
-                served, group_index = plugin.allocate(podutil.gpu_count(container))
-            except AllocateError as exc:
-                plugin.mig.release(podutil.uid(pod))
-                self._set_status(pod, podutil.admission_failed_status(str(exc)))
-                self.stats.count("pods_failed_admission")
-                return
-            if podutil.key(served) != key:
-                self.stats.count("allocate_served_other_pod")
-            elif group_index != index or group_index >= len(ordered):
-                self.stats.count("allocate_group_container_mismatch")
+        asked = False  # one Allocate per container and device resource
+        for index, container in [] if stock else enumerate(ordered):
+            for resource, plugin in plugins.items():
+                count = podutil.device_count(container, resource)
+                if count <= 0:
+                    continue
+                asked = True
+                try:
+                    served, group_index = plugin.allocate(count)
+                except AllocateError as exc:
+                    for each in plugins.values():
+                        each.forget(podutil.uid(pod))
+                    self._set_status(pod, podutil.admission_failed_status(str(exc)))
+                    self.stats.count("pods_failed_admission")
+                    return
+                if podutil.key(served) != key:
+                    self.stats.count("allocate_served_other_pod")
+                elif group_index is not None and (group_index != index or group_index >= len(ordered)):
+                    self.stats.count("allocate_group_container_mismatch")
         if stock:
             self.stats.count("pods_stock_gpus")
-        elif podutil.gpu_containers(pod):
+        elif asked:
             fresh = self.kube.get_or_none(pod_path(namespace, name))
             notes = podutil.annotations_of(fresh) if fresh else {}
-            if VENDOR in notes.get(TO_ALLOCATE, "") or notes.get(nodelock.BIND_PHASE) == "allocating":
+            hami = [p for p in plugins.values() if isinstance(p, DevicePlugin)]
+            if any(any(w in notes.get(p.to_allocate, "") for w in p.words) for p in hami) or (
+                hami and notes.get(nodelock.BIND_PHASE) == "allocating"
+            ):
                 self.stats.count("allocation_incomplete")
         with self._lock:
             self._pod_ips += 1

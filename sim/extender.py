@@ -20,16 +20,23 @@ from typing import Any
 import orjson
 import urllib3
 
+from app.devices.ascend import CHART_CHIPS
 from sim import podutil
 from sim.kube import pool_manager, warnings_quiet
 from sim.service import NoEndpoints, Service
 
-MANAGED_RESOURCES = (
+MANAGED_RESOURCES = (  # as the chart lists them (helm/hami-scheduler values: kubeScheduler.managedResources)
     "nvidia.com/gpu",
     "nvidia.com/gpumem",
     "nvidia.com/gpucores",
     "nvidia.com/gpumem-percentage",
     "nvidia.com/priority",
+    "cambricon.com/vmlu",  # HAMi's chart manages only the MLU count (vendors §3.3 #6)
+    "hygon.com/dcunum",
+    "hygon.com/dcumem",
+    "hygon.com/dcucores",
+    "mthreads.com/vgpu",  # only the count, as HAMi's chart
+    *(name for c in CHART_CHIPS for name in (c.resource_name, c.resource_memory_name, c.resource_core_name)),
 )
 
 

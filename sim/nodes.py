@@ -6,6 +6,8 @@ devcore 100, the NVML model name, NUMA, mode hami-core, health true), `status.al
 = GPUs x split count (the plugin advertises split slots), cpu/memory/pods capacity, the Ready condition and
 the `kubernetes.io/hostname`, `topology.kubernetes.io/zone` and `topology.kubernetes.io/region` labels.
 
+Other vendors' devices (Ascend, Hygon, Cambricon, Moore Threads) are added to nodes by sim.vendors.
+
 Nodes are assigned to zones in contiguous blocks (node-01..07 in zone a, ...), so kube-scheduler's zone round
 robin visibly differs from name order. GPU UUIDs derive from the seed: the same seed, the same cluster.
 
@@ -26,6 +28,7 @@ from typing import Any
 from app.core.codec import encode_register_json
 from app.core.model import DeviceInfo, MigPlacement, MigProfile
 from sim.kube import Kube, KubeError, node_path
+from sim.vendors import PARTS, VendorPart
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -86,10 +89,16 @@ class NodeSpec:
     split_count: int = 10
     labels: dict[str, str] = field(default_factory=dict)
     mig: bool = False  # GPUs registered in MIG mode
+    parts: tuple[VendorPart, ...] = ()  # other vendors' devices on the node (sim.vendors)
 
     @property
     def gpu_slots(self) -> int:
         return sum(d.count for d in self.devices)
+
+    @property
+    def all_devices(self) -> tuple[DeviceInfo, ...]:
+        """Every device the scheduler will discover on the node, NVIDIA's first."""
+        return self.devices + tuple(d for part in self.parts for d in part.devices)
 
 
 @dataclass(frozen=True)
@@ -124,9 +133,11 @@ def build_cluster(
     prefix: str = "gpu-node",
     region: str = "region-1",
     mig_nodes: int = 0,
+    vendors: Sequence[tuple[str, ...]] | None = None,
 ) -> ClusterSpec:
     """`nodes` nodes in `zones` zones (contiguous blocks), GPU models cycled over the nodes; the first
-    `mig_nodes` nodes of a MIG-capable model in MIG mode."""
+    `mig_nodes` nodes of a MIG-capable model in MIG mode; `vendors` (sim.vendors.parse_vendors) cycles node
+    kinds: NVIDIA GPUs only where a kind names `nvidia`, plus the other vendors' parts."""
     if nodes < 1 or zones < 1 or gpus_per_node < 0 or split_count < 1 or mig_nodes < 0:
         raise ValueError("nodes, zones and split count must be positive")
     rng = random.Random(seed)
@@ -139,6 +150,10 @@ def build_cluster(
         zone = f"{region}{chr(ord('a') + (i * zone_count) // nodes)}"
         model, count = chosen[i % len(chosen)]
         count = gpus_per_node if count is None else count
+        kind = vendors[i % len(vendors)] if vendors else ("nvidia",)
+        if "nvidia" not in kind:
+            count = 0
+        parts = tuple(PARTS[p](name) for p in kind if p != "nvidia")
         mig = bool(model.mig) and sum(s.mig for s in specs) < mig_nodes
         devices = tuple(
             DeviceInfo(
@@ -155,7 +170,9 @@ def build_cluster(
             )
             for index in range(count)
         )
-        specs.append(NodeSpec(name, zone, region, model, devices, split_count=split_count, mig=mig))
+        specs.append(
+            NodeSpec(name, zone, region, model, devices, split_count=split_count, mig=mig, parts=parts)
+        )
     if sum(s.mig for s in specs) < mig_nodes:
         raise ValueError(f"{mig_nodes} MIG nodes asked, but only {sum(s.mig for s in specs)} are MIG-capable")
     return ClusterSpec(tuple(specs))
@@ -163,13 +180,18 @@ def build_cluster(
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:
     """The Node as the kubelet and the device plugin leave it once both have registered."""
-    allocatable = {
-        "cpu": spec.cpu,
-        "memory": spec.memory,
-        "pods": spec.pods,
-        "ephemeral-storage": "1000Gi",
-        GPU_RESOURCE: str(spec.gpu_slots),
-    }
+    allocatable = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods, "ephemeral-storage": "1000Gi"}
+    capacity: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    if spec.devices:
+        allocatable[GPU_RESOURCE] = str(spec.gpu_slots)
+        annotations[REGISTER_ANNOTATION] = encode_register_json(spec.devices)
+        labels["nvidia.com/gpu.product"] = spec.model.name.replace(" ", "-")
+    for part in spec.parts:
+        allocatable.update(part.allocatable)
+        capacity.update(part.capacity)
+        annotations.update(part.annotations)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -181,15 +203,15 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
                 REGION_LABEL: spec.region,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
-                "nvidia.com/gpu.product": spec.model.name.replace(" ", "-"),
+                **labels,
                 SIM_LABEL: "true",
                 **spec.labels,
             },
-            "annotations": {REGISTER_ANNOTATION: encode_register_json(spec.devices)},
+            "annotations": annotations,
         },
         "spec": {},
         "status": {
-            "capacity": dict(allocatable),
+            "capacity": {**allocatable, **capacity},
             "allocatable": allocatable,
             "conditions": [
                 {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready"}

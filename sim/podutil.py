@@ -110,10 +110,15 @@ def resource(container: Mapping[str, Any], resource_name: str) -> object:
     return None
 
 
-def gpu_count(container: Mapping[str, Any]) -> int:
-    """The container's `nvidia.com/gpu` (what the kubelet asks the device plugin to Allocate)."""
-    value = quantity.as_int64(resource(container, GPU_RESOURCE))
+def device_count(container: Mapping[str, Any], resource_name: str) -> int:
+    """The container's count of a device resource (what the kubelet asks that device plugin to Allocate)."""
+    value = quantity.as_int64(resource(container, resource_name))
     return value if value and value > 0 else 0
+
+
+def gpu_count(container: Mapping[str, Any]) -> int:
+    """The container's `nvidia.com/gpu`."""
+    return device_count(container, GPU_RESOURCE)
 
 
 def gpu_containers(pod: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:

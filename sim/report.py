@@ -1,13 +1,15 @@
 """The demo's verdict, computed from the API server alone — independently of the scheduler's own cache.
 
-Per device, the usage of bound, non-terminated pods is rebuilt from each pod's
-`hami.io/vgpu-devices-allocated` (one `;` group per container, init containers first): a pod's init
+Per device, the usage of bound, non-terminated pods is rebuilt from each pod's allocation annotations,
+every vendor's (`hami.io/vgpu-devices-allocated`, `hami.io/<cw>-devices-allocated`, ...; one `;` group per
+container, init containers first): a pod's init
 containers run one after another before its regular containers, so its use of a device is the larger of the
 init peak and the sum over regular containers, per dimension (slots: the number of regular containers on the
 device, at least 1); once every init container terminated with exit code 0, only the regular containers
 count (the init containers' memory is free again — HAMi's AppContainersOnlyDeviceUsage). The sums over pods
-are compared with the registered `count`, `devmem` and `devcore` from `hami.io/node-nvidia-register`. A
-device a pod names that is not on the pod's node is "misplaced".
+are compared with each device's `count`, `devmem` and `devcore` as the vendors register or derive them
+(`app.core.inventory`). A device a pod names that is not on the pod's node is "misplaced". Bound pods are
+also counted per vendor (`pods_bound_by_vendor`).
 
 Also here: the placement table and the per-GPU utilisation bars printed at the end of the demo.
 """
@@ -21,13 +23,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core import codec
-from app.core.model import DeviceInfo
+from app.core.inventory import NodeUnregistered, decode_node
+from app.core.model import ContainerDevices, DeviceInfo
+from app.devices import build_vendors
 from sim import podutil
-from sim.nodes import REGISTER_ANNOTATION, ZONE_LABEL
+from sim.nodes import ZONE_LABEL
 from sim.workload import KIND_LABEL
 
-ALLOCATED = "hami.io/vgpu-devices-allocated"
 LOCK = "hami.io/mutex.lock"
+# every vendor the simulator has nodes of, with the chart's settings (Ascend's chips included)
+VENDORS = build_vendors(
+    {
+        "cambricon": {"resourceCountName": "cambricon.com/vmlu"},
+        "hygon": {"resourceCountName": "hygon.com/dcunum"},
+        "mthreads": {"resourceCountName": "mthreads.com/vgpu"},
+    },
+    frozenset({"ascend"}),
+)
+ALLOCATED_BY_VENDOR = {v.key: v.allocated_annotation for v in VENDORS}
+LOCKS = frozenset(spec.annotation for v in VENDORS if (spec := v.lock) is not None)
 BIND_PHASE = "hami.io/bind-phase"
 Obj = dict[str, Any]
 
@@ -53,15 +67,12 @@ class DeviceLoad:
 
 
 def inventory(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[DeviceInfo, ...]]:
-    """Node name -> registered devices (nodes whose annotation does not decode are left out)."""
+    """Node name -> registered devices of every vendor (nodes that do not decode are left out)."""
     result = {}
     for node in nodes:
-        value = podutil.annotations_of(node).get(REGISTER_ANNOTATION)
-        if value is None:
-            continue
         try:
-            result[podutil.name(node)] = codec.decode_register_json(value, "NVIDIA")
-        except codec.CodecError:
+            result[podutil.name(node)] = decode_node(node, VENDORS).devices
+        except NodeUnregistered:
             continue
     return result
 
@@ -75,10 +86,29 @@ def init_finished(pod: Mapping[str, Any]) -> bool:
     return all(((s.get("state") or {}).get("terminated") or {}).get("exitCode", 1) == 0 for s in statuses)
 
 
+def vendors_of(pod: Mapping[str, Any]) -> list[str]:
+    """The vendors whose allocation annotation names a device for the pod."""
+    notes = podutil.annotations_of(pod)
+    return [
+        key
+        for key, annotation in ALLOCATED_BY_VENDOR.items()
+        if any(codec.decode_pod_single_device(notes.get(annotation, "")))
+    ]
+
+
 def pod_device_use(pod: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
-    """Device UUID -> (slots, mem, cores) this pod holds, init containers collapsed (see module doc)."""
-    value = podutil.annotations_of(pod).get(ALLOCATED, "")
-    groups = list(codec.decode_pod_single_device(value)) if value else []
+    """Device UUID -> (slots, mem, cores) this pod holds, init containers collapsed (see module doc), over
+    every vendor's allocation annotation."""
+    use: dict[str, tuple[int, int, int]] = {}
+    notes = podutil.annotations_of(pod)
+    for annotation in ALLOCATED_BY_VENDOR.values():
+        value = notes.get(annotation, "")
+        if value:
+            use.update(_collapsed(pod, list(codec.decode_pod_single_device(value))))
+    return use
+
+
+def _collapsed(pod: Mapping[str, Any], groups: list[ContainerDevices]) -> dict[str, tuple[int, int, int]]:
     init_count = len(podutil.containers(pod, init=True))
     skip_init = init_finished(pod)
     init_peak: dict[str, tuple[int, int]] = {}
@@ -150,6 +180,7 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
     for pod in pods:
         by_kind.setdefault(kind_of(pod), Counter())[outcome_of(pod)] += 1
     phases = Counter(podutil.phase(p) for p in pods if podutil.node_name(p))
+    by_vendor = Counter(key for p in pods if podutil.node_name(p) for key in vendors_of(p))
     bind_phases = Counter(
         podutil.annotations_of(p).get(BIND_PHASE, "-") for p in pods if podutil.node_name(p)
     )
@@ -168,7 +199,7 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
     ]
     total_mem = sum(load.device.devmem for load in loads) or 1
     total_cores = sum(load.device.devcore for load in loads) or 1
-    locks = sorted(podutil.name(n) for n in nodes if LOCK in podutil.annotations_of(n))
+    locks = sorted(podutil.name(n) for n in nodes if LOCKS & podutil.annotations_of(n).keys())
     return {
         "pods_total": len(pods),
         "pods_bound": outcomes["bound"],
@@ -177,6 +208,7 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
         "pods_by_phase": dict(sorted(phases.items())),
         "bind_phases": dict(sorted(bind_phases.items())),
         "pods_by_kind": {k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
+        "pods_bound_by_vendor": dict(sorted(by_vendor.items())),
         "oversubscribed_devices": len(over),
         "oversubscribed": over,
         "misplaced_devices": misplaced,

@@ -16,12 +16,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
+import yaml
 
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
 from sim.kube import Kube, pool_manager
 from sim.processes import ChildProcess, start_process
+from sim.vendors import parse_vendors
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -212,6 +215,29 @@ def service_ready(stack: Stack, nodes: int) -> bool:
     return bool(state.get("nodes", 0) >= nodes)
 
 
+def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
+    """The worker's and the service's settings for a cluster of these node kinds (sim.vendors): a
+    device-config.yaml with the sections of the vendors present (HAMi's chart values) and Ascend's switch."""
+    parts = {part for kind in parse_vendors(vendors) for part in kind}
+    if parts <= {"nvidia"}:
+        return {}
+    sections: dict[str, Any] = {"nvidia": {"resourceCountName": "nvidia.com/gpu"}}
+    for part, section, count in (
+        ("hygon", "hygon", "hygon.com/dcunum"),
+        ("cambricon", "cambricon", "cambricon.com/vmlu"),
+        ("mthreads", "mthreads", "mthreads.com/vgpu"),
+    ):
+        if part in parts:
+            sections[section] = {"resourceCountName": count}
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "device-config.yaml"
+    path.write_text(yaml.safe_dump(sections), encoding="utf-8")
+    env = {"HAMI_DEVICE_CONFIG_FILE": str(path)}
+    if any(part.startswith("ascend") for part in parts):
+        env["HAMI_ENABLE_ASCEND"] = "true"  # the chart's seven chips (devices.ascend.enabled)
+    return env
+
+
 def start_nodes(stack: Stack, args: argparse.Namespace, kubeconfig: Path, *extra: str) -> None:
     """The simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user), waited for until every node
     exists. `args` needs nodes, seed, gpus_per_node, zones, allocate_latency and optionally mig_nodes."""
@@ -226,6 +252,7 @@ def start_nodes(stack: Stack, args: argparse.Namespace, kubeconfig: Path, *extra
         allocate_latency=args.allocate_latency,
         mig_nodes=getattr(args, "mig_nodes", 0),
         stats=stack.workdir / "nodes-stats.json",
+        vendors=getattr(args, "vendors", "nvidia"),
     )
     stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *node_flags])
     wait_until(

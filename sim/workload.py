@@ -9,12 +9,17 @@ Kinds (label `sim.hami.io/kind`):
 - `sidecar`: a GPU container plus a GPU-less sidecar (before or after it);
 - `unfit`: cannot fit anywhere — 16 GPUs, more memory than any card, or a GPU model nobody has.
 
+With other vendors' nodes in the cluster, their pods join: `ascend` (1–2 Ascend 910B3 chips, a memory
+template or whole chips), `ascend910c`, `ascend310p`, `hygon`, `cambricon`, `mthreads`, and `mixed` (one
+container asking an NVIDIA GPU and a Hygon DCU, where nodes have both).
+
 Some fitting pods finish after a few seconds (`sim.hami.io/run-seconds`); the rest run until deleted.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,23 +106,102 @@ def _gpu(rng: random.Random, kind: str) -> tuple[list[dict[str, Any]], list[dict
     return [_container("picky", limits)], [], {"nvidia.com/use-gputype": "B200"}
 
 
-def _counts(total: int) -> dict[str, int]:
+# Pod kinds of the other vendors, used when the cluster has their nodes (sim.vendors part names).
+VENDOR_KINDS: dict[str, tuple[str, ...]] = {
+    "ascend910b3": ("ascend",),
+    "ascend910c": ("ascend910c",),
+    "ascend310p": ("ascend310p",),
+    "hygon": ("hygon",),
+    "cambricon": ("cambricon",),
+    "mthreads": ("mthreads",),
+}
+VENDOR_WEIGHT = 0.08  # of all pods, per vendor pod kind
+MIXED_WEIGHT = 0.04  # NVIDIA + Hygon in one container, when some node has both
+
+
+def _vendor(rng: random.Random, kind: str) -> list[dict[str, Any]]:
+    """The containers of one pod of another vendor's `kind` (values their webhooks accept)."""
+    if kind == "ascend":
+        count = rng.choice([1, 1, 2])
+        limits: dict[str, Any] = {"huawei.com/Ascend910B3": count}
+        if count == 1 and rng.random() < 0.7:
+            limits["huawei.com/Ascend910B3-memory"] = rng.choice([8000, 16384, 30000])
+        return [_container("npu", limits)]
+    if kind == "ascend910c":
+        return [_container("npu", {"huawei.com/Ascend910C": rng.choice([1, 2])})]
+    if kind == "ascend310p":
+        return [_container("infer", {"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": 3072})]
+    if kind == "hygon":
+        if rng.random() < 0.3:
+            return [_container("dcu", {"hygon.com/dcunum": 1})]
+        memory, cores = rng.choice([2048, 4096, 8192]), rng.choice([10, 25, 50])
+        return [
+            _container(
+                "dcu", {"hygon.com/dcunum": 1, "hygon.com/dcumem": memory, "hygon.com/dcucores": cores}
+            )
+        ]
+    if kind == "cambricon":
+        limits = {"cambricon.com/vmlu": 1}
+        if rng.random() < 0.7:
+            limits.update(
+                {
+                    "cambricon.com/mlu.smlu.vmemory": rng.choice([8, 16, 32]),
+                    "cambricon.com/mlu.smlu.vcore": 25,
+                }
+            )
+        return [_container("mlu", limits)]
+    if kind == "mthreads":
+        if rng.random() < 0.3:
+            return [_container("mt", {"mthreads.com/vgpu": 2})]
+        return [
+            _container("mt", {"mthreads.com/vgpu": 1, "mthreads.com/sgpu-memory": rng.choice([8, 16, 32])})
+        ]
+    return [  # mixed: one container asking NVIDIA and Hygon devices at once
+        _container(
+            "both",
+            {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4096, "hygon.com/dcunum": 1, "hygon.com/dcumem": 2048},
+        )
+    ]
+
+
+def _weights(vendors: Sequence[tuple[str, ...]]) -> dict[str, float]:
+    """Per-kind weights for a cluster of these node kinds: each vendor kind present gets VENDOR_WEIGHT,
+    NVIDIA's kinds share the rest (all of it without other vendors)."""
+    parts = {p for kind in vendors for p in kind}
+    extra = {k: VENDOR_WEIGHT for part, kinds in VENDOR_KINDS.items() if part in parts for k in kinds}
+    if any("nvidia" in kind and "hygon" in kind for kind in vendors):
+        extra["mixed"] = MIXED_WEIGHT
+    nvidia = 1.0 - sum(extra.values()) if any("nvidia" in kind for kind in vendors) or not vendors else 0.0
+    scale = nvidia / sum(WEIGHTS.values())
+    return {**{k: w * scale for k, w in WEIGHTS.items() if scale > 0}, **extra}
+
+
+def _counts(total: int, weights: Mapping[str, float] = WEIGHTS) -> dict[str, int]:
     """Exact per-kind counts summing to `total` (largest remainders)."""
-    raw = {k: w * total for k, w in WEIGHTS.items()}
+    scale = sum(weights.values())
+    raw = {k: w / scale * total for k, w in weights.items()}
     counts = {k: int(v) for k, v in raw.items()}
     for kind in sorted(raw, key=lambda k: raw[k] - counts[k], reverse=True)[: total - sum(counts.values())]:
         counts[kind] += 1
     return counts
 
 
-def demo_pods(total: int, seed: int = 0, finishing: float = 0.15) -> list[DemoPod]:
-    """`total` pods in a seeded order; a `finishing` fraction of the fitting ones runs for 4–12 s."""
+def demo_pods(
+    total: int, seed: int = 0, finishing: float = 0.15, vendors: Sequence[tuple[str, ...]] = ()
+) -> list[DemoPod]:
+    """`total` pods in a seeded order; a `finishing` fraction of the fitting ones runs for 4–12 s. With
+    `vendors` (the cluster's node kinds, sim.vendors.parse_vendors) the other vendors' pods join the mix."""
     rng = random.Random(seed)
-    kinds = [k for k, n in _counts(total).items() for _ in range(n)]
+    kinds = [
+        k for k, n in _counts(total, _weights(vendors) if vendors else WEIGHTS).items() for _ in range(n)
+    ]
     rng.shuffle(kinds)
     pods = []
     for index, kind in enumerate(kinds):
-        containers, init, notes = _gpu(rng, kind)
+        if kind in WEIGHTS:
+            containers, init, notes = _gpu(rng, kind)
+        else:
+            containers, init, notes = _vendor(rng, kind), [], {}
         if kind != "unfit" and rng.random() < finishing:
             notes[RUN_SECONDS] = str(rng.randint(4, 12))
         spec: dict[str, Any] = {"containers": containers, "restartPolicy": "Never"}

@@ -42,6 +42,8 @@ COMMON = {
     "HAMI_EVENTS": "true",
     "HAMI_STATE_METRICS_INTERVAL": "10s",
     "HAMI_LOCK_SWEEP_INTERVAL": "30s",
+    "HAMI_ENABLE_ASCEND": "false",  # devices.ascend.enabled (HAMi --enable-ascend)
+    "HAMI_ENABLE_ILUVATAR": "false",
     **DOWNWARD,
 }
 EXTENDER_ONLY = {  # kube-scheduler's verbs, for kube-scheduler alone (issue 11)

@@ -246,8 +246,59 @@ exec:
 {{- if .Values.deviceConfig.content -}}
 {{- .Values.deviceConfig.content -}}
 {{- else -}}
-{{- dict "nvidia" .Values.deviceConfig.nvidia | toYaml -}}
+{{- $config := dict "nvidia" .Values.deviceConfig.nvidia -}}
+{{- range $vendor := list "hygon" "cambricon" "mthreads" -}}
+{{- $values := index $.Values.devices $vendor -}}
+{{- if $values.enabled -}}
+{{- $_ := set $config $vendor (omit $values "enabled") -}}
 {{- end -}}
+{{- end -}}
+{{- with .Values.devices.ascend -}}
+{{- if .enabled -}}
+{{- $vnpus := dict "hamiVnpuCore" .hamiVnpuCore -}}
+{{- if .configs -}}
+{{- $_ := set $vnpus "configs" .configs -}}
+{{- end -}}
+{{- $_ := set $config "vnpus" $vnpus -}}
+{{- end -}}
+{{- end -}}
+{{- $config | toYaml -}}
+{{- end -}}
+{{- end -}}
+
+{{/* HAMi's chart chips (vendors §2.1.1): the Ascend resources managed when devices.ascend.configs is empty. */}}
+{{- define "hami-scheduler.ascendChips" -}}
+Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend910C
+{{- end -}}
+
+{{/* kubeScheduler.managedResources plus those of the enabled vendors, as HAMi's chart manages them
+     (Ascend: count, memory and core per chip; Hygon: all three; Cambricon and Moore Threads: the count). */}}
+{{- define "hami-scheduler.managedResources" -}}
+{{- $names := .Values.kubeScheduler.managedResources -}}
+{{- with .Values.devices -}}
+{{- if .hygon.enabled -}}
+{{- $names = concat $names (list .hygon.resourceCountName .hygon.resourceMemoryName .hygon.resourceCoreName) -}}
+{{- end -}}
+{{- if .cambricon.enabled -}}
+{{- $names = append $names .cambricon.resourceCountName -}}
+{{- end -}}
+{{- if .mthreads.enabled -}}
+{{- $names = append $names .mthreads.resourceCountName -}}
+{{- end -}}
+{{- if .ascend.enabled -}}
+{{- if .ascend.configs -}}
+{{- range $chip := .ascend.configs -}}
+{{- $word := $chip.commonWord -}}
+{{- $names = concat $names (list (default (printf "huawei.com/%s" $word) $chip.resourceName) (default (printf "huawei.com/%s-memory" $word) $chip.resourceMemoryName) (default (printf "huawei.com/%s-core" $word) $chip.resourceCoreName)) -}}
+{{- end -}}
+{{- else -}}
+{{- range $word := splitList " " (include "hami-scheduler.ascendChips" $) -}}
+{{- $names = concat $names (list (printf "huawei.com/%s" $word) (printf "huawei.com/%s-memory" $word) (printf "huawei.com/%s-core" $word)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (uniq (compact $names)) -}}
 {{- end -}}
 
 {{/* Fails when an nvidia resource name of the device config is missing from kubeScheduler.managedResources:
@@ -424,6 +475,10 @@ exec:
   value: {{ .Values.stateMetricsInterval | quote }}
 - name: HAMI_LOCK_SWEEP_INTERVAL
   value: {{ .Values.lockSweepInterval | quote }}
+- name: HAMI_ENABLE_ASCEND
+  value: {{ .Values.devices.ascend.enabled | toString | quote }}
+- name: HAMI_ENABLE_ILUVATAR
+  value: {{ .Values.devices.iluvatar.enabled | toString | quote }}
 {{- end -}}
 
 {{- define "hami-scheduler.nodeLabelSelector" -}}

@@ -1,0 +1,99 @@
+"""The Allocate side of the device plugins that do not follow HAMi's lock-and-to-allocate protocol.
+
+- Cambricon's dsmlu plugin (reference vendors §2.3, *plugin not verified*): it serves the pending pod on its
+  node whose `CAMBRICON_DSMLU_ASSIGNED` is `false` (the oldest bind first), reads
+  `CAMBRICON_DSMLU_PROFILE` (`<card>_<cores>_<256 MiB units>`), sets `CAMBRICON_DSMLU_ASSIGNED: "true"` and
+  removes the node's `cambricon.com/dsmlu.lock`.
+- Moore Threads' plugin (§2.7, *not verified*): it serves the pending pod whose `mthreads.com/predicate-node`
+  is its node (the oldest `predicate-time` first) and checks `mthreads.com/gpu-index` names its GPUs; it
+  writes nothing back (HAMi's annotations say nothing about it).
+HAMi's own protocol (NVIDIA, Ascend, Hygon) is sim.deviceplugin.DevicePlugin.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+from sim import podutil
+from sim.kube import Kube, node_path, pod_path
+from sim.vendors import VendorPart
+
+Obj = dict[str, Any]
+ASSIGNED, PROFILE = "CAMBRICON_DSMLU_ASSIGNED", "CAMBRICON_DSMLU_PROFILE"
+DSMLU_LOCK = "cambricon.com/dsmlu.lock"
+GPU_INDEX, PREDICATE_NODE, PREDICATE_TIME = (
+    "mthreads.com/gpu-index",
+    "mthreads.com/predicate-node",
+    "mthreads.com/predicate-time",
+)
+
+
+class AllocateError(Exception):
+    """Allocate failed; the kubelet rejects the pod with this message."""
+
+
+class Plugin(Protocol):
+    def allocate(self, requested: int) -> tuple[Obj, int | None]:
+        """Serve one container asking `requested` devices: the pod served and the container index its
+        devices belonged to (None when the plugin cannot tell)."""
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone or finished."""
+
+
+def _pending_on(kube: Kube, node: str) -> list[Obj]:
+    _, pods = kube.list("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+    return [p for p in pods if podutil.phase(p) == "Pending" and not podutil.terminating(p)]
+
+
+class DsmluPlugin:
+    def __init__(self, kube: Kube, node: str, part: VendorPart) -> None:
+        self.kube, self.node, self.cards = kube, node, len(part.devices)
+
+    def allocate(self, requested: int) -> tuple[Obj, int | None]:
+        waiting = [
+            p for p in _pending_on(self.kube, self.node) if podutil.annotations_of(p).get(ASSIGNED) == "false"
+        ]
+        if not waiting:
+            raise AllocateError(f"no pod waits for a Cambricon MLU on node {self.node}")
+        pod = min(waiting, key=lambda p: podutil.annotations_of(p).get("hami.io/bind-time", ""))
+        profile = podutil.annotations_of(pod).get(PROFILE, "")
+        parts = profile.split("_")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[0]) >= self.cards:
+            raise AllocateError(f"invalid {PROFILE} {profile!r} on node {self.node}")
+        path = pod_path(podutil.namespace(pod), podutil.name(pod))
+        self.kube.patch(path, {"metadata": {"annotations": {ASSIGNED: "true"}}})
+        self.kube.patch(node_path(self.node), {"metadata": {"annotations": {DSMLU_LOCK: None}}})
+        return pod, None
+
+    def forget(self, uid: str) -> None:
+        return None
+
+
+class MthreadsPlugin:
+    def __init__(self, kube: Kube, node: str, part: VendorPart) -> None:
+        self.kube, self.node, self.gpus = kube, node, len(part.devices)
+        self._served: set[str] = set()
+        self._lock = threading.Lock()
+
+    def allocate(self, requested: int) -> tuple[Obj, int | None]:
+        with self._lock:
+            waiting = [
+                p
+                for p in _pending_on(self.kube, self.node)
+                if podutil.annotations_of(p).get(PREDICATE_NODE) == self.node
+                and podutil.uid(p) not in self._served
+            ]
+            if not waiting:
+                raise AllocateError(f"no pod waits for a Moore Threads GPU on node {self.node}")
+            pod = min(waiting, key=lambda p: int(podutil.annotations_of(p).get(PREDICATE_TIME, "0") or 0))
+            indexes = podutil.annotations_of(pod).get(GPU_INDEX, "").split(",")
+            if not indexes or not all(i.isdigit() and int(i) < self.gpus for i in indexes):
+                raise AllocateError(f"invalid {GPU_INDEX} {indexes!r} on node {self.node}")
+            self._served.add(podutil.uid(pod))
+        return pod, None
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._served.discard(uid)

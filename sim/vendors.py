@@ -1,0 +1,155 @@
+"""Simulated nodes of the non-NVIDIA vendors: what each vendor's device plugin publishes on its Node.
+
+A simulated node is NVIDIA GPUs (sim.nodes) plus any of these parts (`--vendors`, cycled over the nodes):
+- `ascend910b3` / `ascend910c` / `ascend310p`: Huawei's Ascend plugin (reference vendors §2.1.2, the one
+  plugin the reference read): `hami.io/node-register-<cw>` JSON with `index, id, count (vNPUs per chip),
+  devmem, devcore, type, health` and, for 910 chips, `custominfo.NetworkID` (0 for chips 0-3, 1 above; 0 on
+  910C); `hami.io/node-handshake-<cw>: Reported_<YYYY.MM.DD HH:MM:SS>`; `hami-vnpu-core: "false"`;
+  allocatable `huawei.com/<cw>` = chips x vNPUs;
+- `hygon`: `hami.io/node-dcu-register` in the colon format, allocatable `hygon.com/dcunum`;
+- `cambricon`: no annotation, capacity and allocatable `cambricon.com/mlu.smlu.vcore` (100 per card) and
+  `cambricon.com/mlu.smlu.vmemory` (256 MiB units), allocatable `cambricon.com/vmlu`;
+- `mthreads`: capacity and allocatable `mthreads.com/sgpu-core` (16 per GPU) and `mthreads.com/sgpu-memory`
+  (512 MiB units), allocatable `mthreads.com/vgpu`.
+Each part also carries the devices as the scheduler will discover them (for the demo's verdict).
+Plugins other than Ascend's were not read for the reference; their annotations follow what HAMi writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.codec import encode_register_legacy
+from app.core.model import DeviceInfo
+
+
+@dataclass(frozen=True)
+class VendorPart:
+    """One vendor's share of a simulated node."""
+
+    kind: str
+    key: str  # the vendor key the scheduler uses
+    resource: str  # the count resource the kubelet allocates
+    devices: tuple[DeviceInfo, ...]
+    annotations: dict[str, str] = field(default_factory=dict)
+    capacity: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    plugin: str = "hami"  # hami (lock + to-allocate), dsmlu (Cambricon), mthreads
+    to_allocate: str = ""
+
+
+REPORTED = "Reported_2026.01.01 00:00:00"  # the Ascend plugin's stamp (dots; HAMi never parses it)
+
+
+def _ascend(
+    node: str, cw: str, chips: int, vnpus: int, memory: int, aicore: int, network: bool
+) -> VendorPart:
+    devices = []
+    register = []
+    for i in range(chips):
+        custom = {"NetworkID": 0 if cw == "Ascend910C" or i <= 3 else 1} if network else {}
+        uuid = f"{node}-{cw}-{i}"
+        devices.append(DeviceInfo(uuid, i, vnpus, memory, aicore, cw, 0, "", True, cw, custom=custom))
+        item: dict[str, Any] = {"index": i} if i else {}
+        item.update(
+            {"id": uuid, "count": vnpus, "devmem": memory, "devcore": aicore, "type": cw, "health": True}
+        )
+        if custom:
+            item["custominfo"] = custom
+        register.append(item)
+    return VendorPart(
+        kind=cw.lower(),
+        key=cw,
+        resource=f"huawei.com/{cw}",
+        devices=tuple(devices),
+        annotations={
+            f"hami.io/node-register-{cw}": json.dumps(register, separators=(",", ":")),
+            f"hami.io/node-handshake-{cw}": REPORTED,
+            "hami-vnpu-core": "false",
+        },
+        allocatable={f"huawei.com/{cw}": str(chips * vnpus)},
+        to_allocate=f"hami.io/{cw}-devices-to-allocate",
+    )
+
+
+def _hygon(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-DCU-{i}", i, 4, 16384, 100, "DCU", 0, "hami-core", True, "DCU") for i in range(4)
+    )
+    return VendorPart(
+        kind="hygon",
+        key="DCU",
+        resource="hygon.com/dcunum",
+        devices=devices,
+        annotations={"hami.io/node-dcu-register": encode_register_legacy(devices)},
+        allocatable={"hygon.com/dcunum": "16"},
+        to_allocate="hami.io/dcu-devices-to-allocate",
+    )
+
+
+def _cambricon(node: str) -> VendorPart:
+    cards, units = 4, 93  # 93 x 256 MiB = 23808 MiB per card
+    devices = tuple(
+        DeviceInfo(f"{node}-cambricon-mlu-{i}", i, 100, units * 256, 100, "MLU", 0, "", True, "MLU")
+        for i in range(cards)
+    )
+    capacity = {
+        "cambricon.com/mlu.smlu.vcore": str(cards * 100),
+        "cambricon.com/mlu.smlu.vmemory": str(cards * units),
+    }
+    return VendorPart(
+        kind="cambricon",
+        key="MLU",
+        resource="cambricon.com/vmlu",
+        devices=devices,
+        capacity=capacity,
+        allocatable={**capacity, "cambricon.com/vmlu": str(cards * 10)},
+        plugin="dsmlu",
+    )
+
+
+def _mthreads(node: str) -> VendorPart:
+    gpus = 2
+    devices = tuple(
+        DeviceInfo(f"{node}-mthreads-{i}", i, 100, 96 * 512, 16, "Mthreads", 0, "", True, "Mthreads")
+        for i in range(gpus)
+    )
+    capacity = {"mthreads.com/sgpu-core": str(gpus * 16), "mthreads.com/sgpu-memory": str(gpus * 96)}
+    return VendorPart(
+        kind="mthreads",
+        key="Mthreads",
+        resource="mthreads.com/vgpu",
+        devices=devices,
+        capacity=capacity,
+        allocatable={**capacity, "mthreads.com/vgpu": str(gpus * 16)},
+        plugin="mthreads",
+    )
+
+
+PARTS: Mapping[str, Callable[[str], VendorPart]] = {
+    "ascend910b3": lambda node: _ascend(node, "Ascend910B3", 8, 4, 65536, 20, True),
+    "ascend910c": lambda node: _ascend(node, "Ascend910C", 8, 4, 65536, 20, True),
+    "ascend310p": lambda node: _ascend(node, "Ascend310P", 4, 7, 21527, 8, False),
+    "hygon": _hygon,
+    "cambricon": _cambricon,
+    "mthreads": _mthreads,
+}
+
+
+def parse_vendors(text: str) -> list[tuple[str, ...]]:
+    """`nvidia,ascend910b3,hygon+cambricon` -> the vendor parts of each node kind, cycled over the nodes
+    (`nvidia` = NVIDIA GPUs only; `+` combines parts on one node; NVIDIA GPUs come with every kind that
+    names `nvidia`)."""
+    kinds: list[tuple[str, ...]] = []
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        parts = tuple(p.strip() for p in entry.split("+") if p.strip())
+        for part in parts:
+            if part != "nvidia" and part not in PARTS:
+                raise ValueError(f"unknown vendor {part!r}; known: nvidia, {', '.join(PARTS)}")
+        kinds.append(parts)
+    if not kinds:
+        raise ValueError("no vendor given")
+    return kinds
