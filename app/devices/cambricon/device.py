@@ -17,13 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from app.core import codec, health
-from app.core.health import Health, Reported
-from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
-from app.core.score import i32
+from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
     AnnotationContext,
     Discovery,
@@ -31,13 +28,11 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
-    Reads,
-    ResourceNames,
 )
 from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.config import section_of, string
-from app.devices.common.nodes import capacity_int64
+from app.devices.common.base import device_lists
+from app.devices.common.capacity import CapacityDevices
+from app.devices.common.config import SectionNames, parse_names
 
 VENDOR = "MLU"
 MEMORY_FACTOR = 256  # one vmemory unit is 256 MiB
@@ -52,7 +47,7 @@ RULES = template.Rules(VENDOR, USE_UUID, NOUSE_UUID, quota=True)
 
 
 @dataclass(frozen=True, slots=True)
-class CambriconConfig:
+class CambriconConfig(SectionNames):
     """The `cambricon:` section (chart defaults, vendors §1.3)."""
 
     resource_count_name: str = "cambricon.com/vmlu"
@@ -61,26 +56,16 @@ class CambriconConfig:
 
 
 def parse_cambricon_config(value: Any) -> CambriconConfig:
-    section, path, default = section_of(value, "cambricon"), "cambricon", CambriconConfig()
-    return CambriconConfig(
-        string(section, "resourceCountName", default.resource_count_name, path),
-        string(section, "resourceMemoryName", default.resource_memory_name, path),
-        string(section, "resourceCoreName", default.resource_core_name, path),
-    )
+    return parse_names(value, "cambricon", CambriconConfig())
 
 
 @dataclass(frozen=True, slots=True)
-class Cambricon(VendorDefaults):
+class Cambricon(CapacityDevices):
     config: CambriconConfig = field(default_factory=CambriconConfig)
 
     @property
     def key(self) -> str:
         return VENDOR
-
-    @property
-    def resources(self) -> ResourceNames:
-        c = self.config
-        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
 
     @property
     def memory_factor(self) -> int:
@@ -95,18 +80,6 @@ class Cambricon(VendorDefaults):
         return TO_ALLOCATE
 
     @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return f"capacity {self.config.resource_core_name}"
-
-    @property
-    def reads(self) -> Reads:
-        return Reads(capacity=(self.config.resource_core_name, self.config.resource_memory_name))
-
-    @property
     def lock(self) -> LockSpec:
         return LOCK
 
@@ -114,27 +87,11 @@ class Cambricon(VendorDefaults):
     def pod_annotation_keys(self) -> tuple[str, ...]:
         return (TO_ALLOCATE, ALLOCATED, ASSIGNED, PROFILE)
 
-    def registered(self, node: NodeView) -> bool:
-        value = node.capacity.get(self.config.resource_core_name)
-        return value is not None and value not in ("0", 0)
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices` (§2.3): `vcore / 100` cards, `vmemory x 256 x 100 / vcore` MiB each."""
-        c = self.config
-        cards = capacity_int64(node, c.resource_core_name) or 0
-        if cards <= 0:
-            raise codec.CodecError(f"device not found {c.resource_core_name}")
-        memory = capacity_int64(node, c.resource_memory_name) or 0
-        devmem = i32(memory * MEMORY_FACTOR * 100 // cards)
-        count = (cards + 99) // 100  # i = 0, 1, ... while i * 100 < cards
-        devices = tuple(
-            DeviceInfo(f"{node.name}-cambricon-mlu-{i}", i, 100, devmem, 100, VENDOR, 0, "", True, VENDOR)
-            for i in range(count)
+        return self.derive(
+            node, cores_per_device=100, unit_mib=MEMORY_FACTOR, word="cambricon-mlu", count=100, devcore=100
         )
-        return Discovery(devices)
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        return health.ALWAYS_HEALTHY
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """HAMi `GenerateResourceRequests` (§2.3): memory in 256 MiB units, cores default 100."""

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from app.core import codec
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
-from app.core.vendor import Reads, ScoreContext
+from app.core.vendor import Reads, ResourceNames, ScoreContext
+from app.devices.common.config import SectionNames
 
 
 class VendorDefaults:
@@ -60,3 +61,18 @@ def device_lists(devices: PodSingleDevice, *keys: str) -> dict[str, str]:
         return {}
     encoded = codec.encode_pod_single_device(devices)
     return dict.fromkeys(keys, encoded)
+
+
+class NamedResources(VendorDefaults):
+    """A vendor whose `config` is a `SectionNames`: its resources are the section's three names."""
+
+    __slots__ = ()
+
+    @property
+    def config(self) -> SectionNames:
+        raise NotImplementedError
+
+    @property
+    def resources(self) -> ResourceNames:
+        c = self.config
+        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)

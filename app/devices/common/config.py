@@ -7,8 +7,10 @@ nothing; docs/compatibility.md); unknown keys are ignored, as Go's yaml.v2 ignor
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 INT32_MAX = 2**31 - 1
 
@@ -56,3 +58,28 @@ def boolean(section: Mapping[str, Any], key: str, default: bool, path: str) -> b
     if not isinstance(value, bool):
         raise DeviceConfigError(f"{path}.{key}: expected true or false, got {value!r}")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class SectionNames:
+    """The three resource names most vendor sections carry (`resourceCountName`, `resourceMemoryName`,
+    `resourceCoreName`); a vendor's config extends it with its defaults and other keys."""
+
+    resource_count_name: str = ""
+    resource_memory_name: str = ""
+    resource_core_name: str = ""
+
+
+_Names = TypeVar("_Names", bound=SectionNames)
+_NAME_KEYS = {
+    "resourceCountName": "resource_count_name",
+    "resourceMemoryName": "resource_memory_name",
+    "resourceCoreName": "resource_core_name",
+}
+
+
+def parse_names(value: Any, path: str, default: _Names) -> _Names:
+    """`default` with the names the section `path` sets (missing ones keep the chart's default)."""
+    section = section_of(value, path)
+    names = {attr: string(section, key, getattr(default, attr), path) for key, attr in _NAME_KEYS.items()}
+    return dataclasses.replace(default, **names)

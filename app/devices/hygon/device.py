@@ -9,6 +9,7 @@ contain `DCU`, quirk #2), and a non-integer memory is refused instead of meaning
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,11 +26,10 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
-    ResourceNames,
 )
 from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.config import integer, section_of, string
+from app.devices.common.base import NamedResources, device_lists
+from app.devices.common.config import SectionNames, integer, parse_names, section_of
 from app.devices.common.nodes import allocatable_count
 from app.devices.common.selectors import type_allowed
 
@@ -44,7 +44,7 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
-class HygonConfig:
+class HygonConfig(SectionNames):
     """The `hygon:` section (chart defaults, vendors §1.3)."""
 
     resource_count_name: str = "hygon.com/dcunum"
@@ -54,14 +54,9 @@ class HygonConfig:
 
 
 def parse_hygon_config(value: Any) -> HygonConfig:
-    section, path = section_of(value, "hygon"), "hygon"
-    default = HygonConfig()
-    return HygonConfig(
-        string(section, "resourceCountName", default.resource_count_name, path),
-        string(section, "resourceMemoryName", default.resource_memory_name, path),
-        string(section, "resourceCoreName", default.resource_core_name, path),
-        integer(section, "memoryFactor", default.memory_factor, path),
-    )
+    names = parse_names(value, "hygon", HygonConfig())
+    factor = integer(section_of(value, "hygon"), "memoryFactor", names.memory_factor, "hygon")
+    return dataclasses.replace(names, memory_factor=factor)
 
 
 def _type_check(annotations: Mapping[str, str], device: DeviceUsage) -> bool:
@@ -72,17 +67,12 @@ RULES = template.Rules(VENDOR, USE_UUID, NOUSE_UUID, type_check=_type_check)
 
 
 @dataclass(frozen=True, slots=True)
-class Hygon(VendorDefaults):
+class Hygon(NamedResources):
     config: HygonConfig = field(default_factory=HygonConfig)
 
     @property
     def key(self) -> str:
         return VENDOR
-
-    @property
-    def resources(self) -> ResourceNames:
-        c = self.config
-        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
 
     @property
     def memory_factor(self) -> int:

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from app.core import codec, health, quantity
-from app.core.health import Health, Reported
-from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
-from app.core.score import i32
+from app.core import quantity
+from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
     AdmissionError,
     AnnotationContext,
@@ -29,13 +26,11 @@ from app.core.vendor import (
     FitContext,
     FitOutcome,
     NodeView,
-    Reads,
-    ResourceNames,
 )
 from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.config import section_of, string
-from app.devices.common.nodes import capacity_int64
+from app.devices.common.base import device_lists
+from app.devices.common.capacity import CapacityDevices
+from app.devices.common.config import SectionNames, parse_names
 
 VENDOR = "Mthreads"
 CORES_PER_GPU = 16
@@ -54,7 +49,7 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
-class MthreadsConfig:
+class MthreadsConfig(SectionNames):
     """The `mthreads:` section (chart defaults, vendors §1.3)."""
 
     resource_count_name: str = "mthreads.com/vgpu"
@@ -63,12 +58,7 @@ class MthreadsConfig:
 
 
 def parse_mthreads_config(value: Any) -> MthreadsConfig:
-    section, path, default = section_of(value, "mthreads"), "mthreads", MthreadsConfig()
-    return MthreadsConfig(
-        string(section, "resourceCountName", default.resource_count_name, path),
-        string(section, "resourceMemoryName", default.resource_memory_name, path),
-        string(section, "resourceCoreName", default.resource_core_name, path),
-    )
+    return parse_names(value, "mthreads", MthreadsConfig())
 
 
 def _contains_type(annotations: Mapping[str, str], device: DeviceUsage) -> bool:
@@ -94,17 +84,12 @@ def _limits(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Mthreads(VendorDefaults):
+class Mthreads(CapacityDevices):
     config: MthreadsConfig = field(default_factory=MthreadsConfig)
 
     @property
     def key(self) -> str:
         return VENDOR
-
-    @property
-    def resources(self) -> ResourceNames:
-        c = self.config
-        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
 
     @property
     def memory_factor(self) -> int:
@@ -119,18 +104,6 @@ class Mthreads(VendorDefaults):
         return TO_ALLOCATE
 
     @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return f"capacity {self.config.resource_core_name}"
-
-    @property
-    def reads(self) -> Reads:
-        return Reads(capacity=(self.config.resource_core_name, self.config.resource_memory_name))
-
-    @property
     def lock(self) -> None:
         return None
 
@@ -138,29 +111,16 @@ class Mthreads(VendorDefaults):
     def pod_annotation_keys(self) -> tuple[str, ...]:
         return (ALLOCATED, GPU_INDEX, PREDICATE_NODE, PREDICATE_TIME)
 
-    def registered(self, node: NodeView) -> bool:
-        value = node.capacity.get(self.config.resource_core_name)
-        return value is not None and value not in ("0", 0)
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices` (§2.7): `cores / 16` GPUs, `memory x 512 x 16 / cores` MiB each."""
-        c = self.config
-        cores = capacity_int64(node, c.resource_core_name) or 0
-        if cores <= 0:
-            raise codec.CodecError(f"device not found {c.resource_core_name}")
-        memory = capacity_int64(node, c.resource_memory_name) or 0
-        devmem = i32(memory * MEMORY_FACTOR * CORES_PER_GPU // cores)
-        count = (cores + CORES_PER_GPU - 1) // CORES_PER_GPU
-        devices = tuple(
-            DeviceInfo(
-                f"{node.name}-mthreads-{i}", i, 100, devmem, CORES_PER_GPU, VENDOR, 0, "", True, VENDOR
-            )
-            for i in range(count)
+        return self.derive(
+            node,
+            cores_per_device=CORES_PER_GPU,
+            unit_mib=MEMORY_FACTOR,
+            word="mthreads",
+            count=100,
+            devcore=CORES_PER_GPU,
         )
-        return Discovery(devices)
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        return health.ALWAYS_HEALTHY
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """§2.7: memory in 512 MiB units, cores default 0, both split evenly over the cards (int32 /)."""
