@@ -5,7 +5,8 @@ every node pass its Fit checks; a node whose devices cannot serve some step cann
 the steps up to a node's first failing one are all exact (pre-pod steps, no NUMA binding, a quota that
 cannot bite), the node's failure reason is known without evaluating it, in HAMi's text (`reasons`).
 Nodes with devices the array checks cannot judge (`DeviceColumns.mig`) are never rejected and their
-reasons never stated here: they are always evaluated fully.
+reasons never stated here: they are always evaluated fully. A vendor without a batch form is screened on
+the number of devices it may use alone (HAMi's `NodeInsufficientDevice`, judged before its Fit).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from app.core.fit import PodContext
 from app.core.prefilter import Step, failure_reason, quota_is_slack, steps
 from app.core.vendor import Vendor
 from app.devices.batch import BatchFit, Bools, Codes, DeviceColumns, Ints, Objects
+from app.devices.common.base import VendorDefaults
 
 
 @lru_cache(maxsize=16)
@@ -43,6 +45,7 @@ class _Classified:
     fits: Bools
     min_memreq: int
     max_memreq: int
+    complete: bool = True  # False: only the number of visible devices was judged (`_count_only`)
 
 
 def _visible(columns: DeviceColumns, vendor: Vendor) -> Bools:
@@ -76,6 +79,21 @@ def _classify(
         int(memreq.min(initial=0)),
         int(memreq.max(initial=0)),
     )
+
+
+def _counts_alone(vendor: Vendor) -> bool:
+    """A vendor without a batch form whose Fit needs at least `nums` visible devices (it does not reuse a
+    device for several of them, `VendorDefaults.may_reuse_devices`): HAMi's `NodeInsufficientDevice` check,
+    made before Fit, can be judged from the columns alone."""
+    return getattr(type(vendor), "may_reuse_devices", None) is VendorDefaults.may_reuse_devices
+
+
+def _count_only(columns: DeviceColumns, step: Step, vendor: Vendor) -> _Classified:
+    """A step of a vendor without a batch form: only whether the node has `nums` devices it may use."""
+    candidates = _visible(columns, vendor)
+    total = candidates.sum(axis=1)
+    codes: Codes = np.zeros(candidates.shape, np.int8)
+    return _Classified(step, ("",), candidates, codes, total, total, total >= step.request.nums, 0, 0, False)
 
 
 def _distinct_rows(table: Ints) -> tuple[Ints, Ints]:
@@ -122,7 +140,11 @@ class Screen:
         for step in steps(ctx.requests):
             vendor = vendors.get(step.request.type)
             batch = _batch_fit(cast(Hashable, vendor))
-            classified = _classify(columns, step, vendor, batch, ctx) if vendor and batch else None
+            classified = None
+            if vendor is not None and batch is not None:
+                classified = _classify(columns, step, vendor, batch, ctx)
+            elif vendor is not None and _counts_alone(vendor):
+                classified = _count_only(columns, step, vendor)
             self._classified.append(classified)
         # Later steps see the pod's earlier allocations; pre-pod outcomes bound them only while no
         # allocation can take negative memory (an int32 wrap of a percentage of a huge card).
@@ -166,5 +188,7 @@ class Screen:
             if len(failing):
                 texts[failing] = _reason_texts(c, failing)
                 known[failing] = True
+            if not c.complete:
+                break  # the nodes with enough devices may still fail this step's Fit
             undecided &= c.fits
         return texts, known
