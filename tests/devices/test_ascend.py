@@ -552,6 +552,7 @@ def test_score_is_zero_when_a_chip_lacks_a_network_id() -> None:
             DeviceInfo("a", 0, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": 0}),
             DeviceInfo("b", 1, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3"),
             DeviceInfo("c", 2, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": 1}),
+            DeviceInfo("s", 3, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": "x"}),
         ),
     )
 
@@ -563,6 +564,8 @@ def test_score_is_zero_when_a_chip_lacks_a_network_id() -> None:
     assert score(("a", "c")) == 5.0
     assert score(("a",), (), ("c",)) == 20.0  # per non-empty container
     assert score(("a", "b")) == 0.0
+    assert score(("a", "s")) == 10.0  # only numeric NetworkIDs are counted (float64 in Go)
+    assert score(("s",)) == 0.0
 
 
 # --- annotations (§2.1.7) ---------------------------------------------------------------------------------

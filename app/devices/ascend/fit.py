@@ -91,8 +91,9 @@ def fit(
 
 
 def score(ctx: ScoreContext) -> float:
-    """HAMi `ScoreNode` (§2.1.6): per container, the share of its chips in the largest NetworkID group;
-    summed, times 10. A chip without a NetworkID makes the whole score 0. Not policy-neutral (§3.1 #6)."""
+    """HAMi `ScoreNode` (§2.1.6): per container, the share of its chips (those whose NetworkID is a number)
+    in the largest NetworkID group; summed, times 10. A chip without a NetworkID makes the whole score 0.
+    Not policy-neutral (§3.1 #6)."""
     network = {d.id: d.custom for d in ctx.node.devices}
     total = 0.0
     for group in ctx.allocation:
@@ -106,8 +107,10 @@ def score(ctx: ScoreContext) -> float:
             number = _number(custom[NETWORK_ID])
             if number is not None:
                 counts[number] = counts.get(number, 0) + 1
-        largest = max(counts.values(), default=0)
-        total = f32(total + f32(f32(float(largest)) / f32(float(len(group)))))
+        counted = sum(counts.values())  # chips whose NetworkID is a number
+        if counted == 0:
+            continue
+        total = f32(total + f32(f32(float(max(counts.values()))) / f32(float(counted))))
     return f32(total * 10)
 
 
