@@ -87,13 +87,16 @@ def init_finished(pod: Mapping[str, Any]) -> bool:
 
 
 def vendors_of(pod: Mapping[str, Any]) -> list[str]:
-    """The vendors whose allocation annotation names a device for the pod."""
+    """The vendors whose allocation annotation names a device for the pod (undecodable ones name none)."""
     notes = podutil.annotations_of(pod)
-    return [
-        key
-        for key, annotation in ALLOCATED_BY_VENDOR.items()
-        if any(codec.decode_pod_single_device(notes.get(annotation, "")))
-    ]
+    found = []
+    for key, annotation in ALLOCATED_BY_VENDOR.items():
+        try:
+            if any(codec.decode_pod_single_device(notes.get(annotation, ""))):
+                found.append(key)
+        except codec.CodecError:
+            continue
+    return found
 
 
 def pod_device_use(pod: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:

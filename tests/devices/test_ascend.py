@@ -552,7 +552,9 @@ def test_score_is_zero_when_a_chip_lacks_a_network_id() -> None:
             DeviceInfo("a", 0, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": 0}),
             DeviceInfo("b", 1, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3"),
             DeviceInfo("c", 2, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": 1}),
-            DeviceInfo("s", 3, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": "x"}),
+            DeviceInfo(
+                "s", 3, 4, 1, 20, "Ascend910B3", 0, "", True, "Ascend910B3", custom={"NetworkID": "x"}
+            ),
         ),
     )
 
