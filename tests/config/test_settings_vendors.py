@@ -1,0 +1,40 @@
+"""The vendor switches and the device config in the settings (HAMI_ENABLE_ASCEND / HAMI_ENABLE_ILUVATAR,
+HAMi's --enable-ascend / --enable-iluvatar; reference vendors §1.2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.settings import SettingsError, load_settings
+
+
+def test_ascend_switch_brings_the_chart_chips(tmp_path: Path) -> None:
+    settings = load_settings({"HAMI_ENABLE_ASCEND": "true"})
+    assert [v.key for v in settings.vendors][:2] == ["NVIDIA", "Ascend910A"]
+    assert len(settings.vendors) == 8
+    assert "huawei.com/Ascend910B3" not in settings.disabled_resources
+
+
+def test_without_the_switch_ascend_pods_are_answered(tmp_path: Path) -> None:
+    config = tmp_path / "device-config.yaml"
+    config.write_text("vnpus:\n  configs:\n    - commonWord: Ascend910B3\n", encoding="utf-8")
+    settings = load_settings({"HAMI_DEVICE_CONFIG_FILE": str(config)})
+    assert [v.key for v in settings.vendors] == ["NVIDIA"]  # the section alone does not enable it
+    assert settings.disabled_resources["huawei.com/Ascend910B3"] == (
+        "Huawei Ascend is not enabled (device config: HAMI_ENABLE_ASCEND)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"HAMI_ENABLE_ASCEND": "maybe"}, "HAMI_ENABLE_ASCEND='maybe': expected true or false"),
+        ({"HAMI_ENABLE_ILUVATAR": "true"}, "Iluvatar is not supported by this scheduler yet"),
+    ],
+)
+def test_invalid_switches(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as failure:
+        load_settings(env)
+    assert message in str(failure.value)
