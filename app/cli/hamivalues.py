@@ -72,7 +72,16 @@ class Row:
         return path == self.hami
 
 
-_NOT_YET = "no equivalent yet: only NVIDIA devices are scheduled here (the other vendors: issue 13)"
+_NOT_YET = "no equivalent yet: this vendor is not scheduled here (docs/vendors.md)"
+
+
+def _vendor(section: str) -> str:
+    return (
+        f"not converted: HAMi's chart always renders this vendor; here set `devices.{section}.enabled` "
+        f"and its `devices.{section}.resource*Name` (docs/install.md, enabling device vendors)"
+    )
+
+
 _PLUGIN = "unchanged: HAMi's device plugin and its DaemonSet stay in HAMi's release"
 
 ROWS: tuple[Row, ...] = (
@@ -402,8 +411,37 @@ ROWS: tuple[Row, ...] = (
         DEVICES,
         device_config,
     ),
-    Row("mluResource*", "—", _NOT_YET, DEVICES),
-    Row("dcuResource*", "—", _NOT_YET, DEVICES),
+    Row("mluResource*", "`devices.cambricon.*`", _vendor("cambricon"), DEVICES),
+    Row("dcuResource*", "`devices.hygon.*`", _vendor("hygon"), DEVICES),
+    Row(
+        "devices.ascend.enabled",
+        "`devices.ascend.enabled`",
+        "HAMi's `--enable-ascend` (→ `HAMI_ENABLE_ASCEND`); the chips: `devices.ascend.configs`",
+        DEVICES,
+        boolean("devices.ascend.enabled"),
+    ),
+    Row(
+        "devices.ascend.hamiVnpuCore",
+        "`devices.ascend.hamiVnpuCore`",
+        "soft split (hami-core) unless a node's `hami-vnpu-core` annotation says otherwise",
+        DEVICES,
+        boolean("devices.ascend.hamiVnpuCore"),
+    ),
+    Row(
+        "devices.ascend.*",
+        "`devices.ascend.configs`",
+        "not converted: managed resources follow the chips (`devices.ascend.configs`, HAMi's chart chips "
+        "when empty), a runtime class is per chip (`configs[].runtimeClassName`); the Ascend device plugin "
+        "stays as it is",
+        DEVICES,
+    ),
+    Row(
+        "devices.mthreads.enabled",
+        "`devices.mthreads.enabled`",
+        "its device-config section and `mthreads.com/vgpu` in `managedResources`",
+        DEVICES,
+        boolean("devices.mthreads.enabled"),
+    ),
     Row("metaxResource*", "—", _NOT_YET, DEVICES),
     Row("metaxsGPUTopologyAware", "—", _NOT_YET, DEVICES),
     Row("kunlunResourceName", "—", _NOT_YET, DEVICES),

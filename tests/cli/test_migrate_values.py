@@ -172,7 +172,8 @@ def test_every_key_conversion() -> None:
     assert reasons["scheduler.notAHamiValue"] == UNKNOWN
     assert reasons["mockDevicePlugin.enabled"] == UNKNOWN
     assert reasons["scheduler.admissionWebhook.reinvocationPolicy"].startswith("our webhook never asks")
-    assert reasons["devices.ascend.enabled"].startswith("no equivalent yet")
+    assert v["devices"]["ascend"] == {"enabled": True, "hamiVnpuCore": True}  # Ascend is scheduled here
+    assert reasons["devices.ascend.runtimeClassName"].startswith("not converted")
 
 
 @pytest.mark.parametrize(
