@@ -33,7 +33,11 @@ from app.core.nodelock import BIND_PHASE, LOCK_ANNOTATION
 from app.core.reservations import reservation_from_pod
 from app.core.vendor import Vendor
 
-LOCK_KEYS = (LOCK_ANNOTATION,)
+
+def lock_keys(vendors: Sequence[Vendor]) -> tuple[str, ...]:
+    """Every node lock the vendors take at bind (HAMi's shared `hami.io/mutex.lock`, Cambricon's own), the
+    shared one always: a pod of a vendor not enabled here may still hold it."""
+    return tuple(sorted({LOCK_ANNOTATION} | {v.lock.annotation for v in vendors if v.lock is not None}))
 
 
 @dataclass
@@ -48,12 +52,13 @@ def from_objects(
     nodes: Sequence[Mapping[str, Any]], pod_list: Sequence[Mapping[str, Any]], vendors: Sequence[Vendor]
 ) -> Loaded:
     loaded = Loaded()
+    keys = lock_keys(vendors)
     for node in nodes:
         name = node_name(node)
         annotations = node_annotations(node)
         spec = node.get("spec")
         cordoned = bool(spec.get("unschedulable")) if isinstance(spec, Mapping) else False
-        locks = {key: annotations[key] for key in LOCK_KEYS if key in annotations}
+        locks = {key: annotations[key] for key in keys if key in annotations}
         try:
             devices: NodeDevices | None = decode_node(node, vendors)
             unusable = ""

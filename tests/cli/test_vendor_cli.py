@@ -196,3 +196,27 @@ def test_admit_warns_about_a_disabled_vendor(tmp_path: Path) -> None:
     result = run("admit", "--pod", write(tmp_path, "p.json", pod), "--output", "text")
     assert result.returncode == 0, result.stderr
     assert "warning: container c asks for hygon.com/dcunum: Hygon DCU is not enabled" in result.stdout
+
+
+def test_inspect_shows_every_vendor_and_its_node_lock(tmp_path: Path) -> None:
+    """The inspect view is vendor-neutral: Ascend chips (annotation-registered) and Cambricon cards (from
+    capacity) are counted per vendor, and Cambricon's own node lock (a bare RFC3339 time, vendors §1.5)
+    is listed beside HAMi's shared one."""
+    locked = mlu_node("mlu-1")
+    locked["metadata"]["annotations"] = {"cambricon.com/dsmlu.lock": "2026-01-02T03:04:05Z"}
+    dump = {"apiVersion": "v1", "kind": "List", "items": [ascend_node("npu-1"), locked]}
+    config = write(tmp_path, "dc.yaml", DEVICE_CONFIG)
+    result = run(
+        "inspect", "--cluster", write(tmp_path, "c.json", dump), "--device-config", config, "-o", "json"
+    )
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    by_vendor = {
+        v: (t["devices"], t["memory_mib"]["total"]) for v, t in output["summary"]["by_vendor"].items()
+    }
+    assert by_vendor == {"Ascend910B3": (8, 8 * 65536), "MLU": (2, 186 * 256)}  # vmemory in 256 MiB units
+    nodes = {n["name"]: n for n in output["nodes"]}
+    assert [(lk["annotation"], lk["holder"]) for lk in nodes["mlu-1"]["locks"]] == [
+        ("cambricon.com/dsmlu.lock", "")
+    ]
+    assert nodes["mlu-1"]["locks"][0]["age_seconds"] > 0 and nodes["npu-1"]["locks"] == []
