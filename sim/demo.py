@@ -36,7 +36,7 @@ from sim.command import Command
 from sim.controlplane import KINDS
 from sim.harness import create_pod
 from sim.kube import Kube, KubeError, atomic_write_json
-from sim.report import histogram_quantile_ms, placement_table, summarize, utilisation_chart
+from sim.report import LOCKS, histogram_quantile_ms, placement_table, summarize, utilisation_chart
 from sim.stack import DemoFailure, Stack
 from sim.vendors import parse_vendors
 from sim.workload import DEMO_LABEL, demo_pods
@@ -87,9 +87,7 @@ def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, An
     def quiet() -> bool:
         current = demo_state(kube)
         allocating = [p for p in current if podutil.node_name(p) and podutil.phase(p) == "Pending"]
-        locked = [
-            n for n in kube.list("/api/v1/nodes")[1] if "hami.io/mutex.lock" in podutil.annotations_of(n)
-        ]
+        locked = [n for n in kube.list("/api/v1/nodes")[1] if LOCKS & podutil.annotations_of(n).keys()]
         return not allocating and not locked
 
     deadline_settle = time.monotonic() + args.settle
