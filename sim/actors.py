@@ -122,6 +122,8 @@ def scheduler_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler-name", default="hami-scheduler")
     parser.add_argument("--ca-file", default="", help="tlsConfig.caFile for an HTTPS extender")
     parser.add_argument("--insecure", action="store_true", help="tlsConfig.insecure: true")
+    parser.add_argument("--cert-file", default="", help="tlsConfig.certFile: the client certificate")
+    parser.add_argument("--key-file", default="", help="tlsConfig.keyFile: the client certificate's key")
     parser.add_argument("--http-timeout", type=float, default=30.0, help="httpTimeout in seconds")
     parser.add_argument("--no-node-cache", action="store_true", help="nodeCacheCapable: false (send Nodes)")
     parser.add_argument("--max-unschedulable", type=int, default=5)
@@ -143,6 +145,8 @@ def scheduler_main(args: argparse.Namespace) -> int:
             http_timeout=args.http_timeout,
             ca_file=args.ca_file,
             insecure=args.insecure,
+            cert_file=args.cert_file,
+            key_file=args.key_file,
         ),
         pool_size=args.bind_workers + 4,
     )

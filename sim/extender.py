@@ -53,6 +53,8 @@ class ExtenderConfig:
     http_timeout: float = 30.0
     ca_file: str = ""
     insecure: bool = False
+    cert_file: str = ""  # tlsConfig.certFile/keyFile: a client certificate, when the extender requires one
+    key_file: str = ""
     managed_resources: tuple[str, ...] = field(default=MANAGED_RESOURCES)
 
 
@@ -68,7 +70,8 @@ class Extender:
     def __init__(self, config: ExtenderConfig, pool_size: int = 32) -> None:
         self.config = config
         ca = Path(config.ca_file).read_bytes() if config.ca_file else None
-        self._pool = pool_manager(pool_size, ca, config.insecure)
+        client = (config.cert_file, config.key_file) if config.cert_file else None
+        self._pool = pool_manager(pool_size, ca, config.insecure, client_cert=client)
         self.service = Service([u for u in config.url_prefix.split(",") if u.strip()], self._pool)
 
     def close(self) -> None:

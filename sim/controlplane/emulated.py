@@ -32,6 +32,8 @@ def scheduler_flags(config: Any) -> list[str]:
         flags.append("--insecure")
     elif tls.get("caFile"):
         flags += ["--ca-file", str(tls["caFile"])]
+    if tls.get("certFile"):  # the client certificate the extender's scheduler verbs require (issue 11)
+        flags += ["--cert-file", str(tls["certFile"]), "--key-file", str(tls.get("keyFile") or "")]
     timeout = str(extender.get("httpTimeout") or "30s")
     if timeout.endswith("s") and timeout[:-1].replace(".", "").isdigit():
         flags += ["--http-timeout", timeout[:-1]]

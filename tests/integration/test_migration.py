@@ -147,7 +147,8 @@ def test_migration_from_hami_keeps_every_allocation(stack: Stack, wait_for: Any)
     stack.service_url, stack.replica_urls = url, [url]
     if plane.admits_pods():
         register_webhook(stack, setup, url)
-        start_kube_scheduler(stack, setup, 0, url)  # the real one waits for the Lease like ours in a pod
+        # the real one waits for the Lease like ours in a pod; it calls the extender listener (issue 11)
+        start_kube_scheduler(stack, setup, 0, stack.extender_urls[url])
     ledger = Ledger(stack.workdir / "state")
     counted = {"train-a", "istio-a", "small-a", "legacy-a", "legacy-b", "infer-a"}  # the bound ones
     try:
@@ -169,7 +170,9 @@ def test_migration_from_hami_keeps_every_allocation(stack: Stack, wait_for: Any)
                 assert readyz()[0] == 503
                 time.sleep(0.2)
             ours.hold(f"{pod_name(0)}_{uuid.UUID(int=42)}")
-            config = chart.scheduler_configuration(setup.objects, url, setup.tls.ca)
+            config = chart.scheduler_configuration(
+                setup.objects, stack.extender_urls[url], setup.tls.ca, setup.client
+            )
             stack.start_scheduler(SchedulerSpec(name="scheduler", config=config, sim_options=PATIENCE))
         wait_for(lambda: readyz()[0] == 200, 90, "our replica to lead")
         assert time.time() >= hami_expiry - 1  # never while HAMi's Lease was valid

@@ -3,10 +3,10 @@
 GPU pods created through the chart's webhook are placed by the real kube-scheduler with our extender and
 allocated by the simulated device plugin. `inspect` then reads (1) the live kube-apiserver through the admin
 kubeconfig, (2) a dump written by the real `kubectl get nodes,pods,resourcequotas -A -o json`, (3) the
-replica's /debug/state over HTTPS with the chart's CA; each must show per device exactly the memory, cores
-and slots — and the pods — that the `hami.io/vgpu-devices-allocated` annotations add up to
-(`sim.inspection`, parsed independently of the scheduler's codec). The emulator twin is
-tests/integration/test_inspect_sources.py.
+replica's /debug/state over HTTPS (the extender listener, kube-scheduler's client certificate); each must
+show per device exactly the memory, cores and slots — and the pods — that the
+`hami.io/vgpu-devices-allocated` annotations add up to (`sim.inspection`, parsed independently of the
+scheduler's codec). The emulator twin is tests/integration/test_inspect_sources.py.
 """
 
 from __future__ import annotations
@@ -60,4 +60,8 @@ def test_every_source_shows_the_annotations(real_binaries: object, tmp_path: Pat
         assert inspected("--kubeconfig", str(stack.kubeconfig)) == expected
         dump = kubectl_dump(stack.kubeconfig, tmp_path / "cluster.json")
         assert inspected("--cluster", str(dump)) == expected
-        assert inspected("--url", stack.service_url, "--ca-file", str(stack.ca_file)) == expected
+        # /debug/state: only on the extender listener, to kube-scheduler's client certificate (issue 11)
+        client = stack.workdir / "kube-scheduler-client"
+        extender = stack.extender_urls[stack.service_url]
+        replica = ("--url", extender, "--ca-file", str(stack.ca_file), "--cert", str(client / "tls.crt"))
+        assert inspected(*replica, "--key", str(client / "tls.key")) == expected
