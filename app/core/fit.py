@@ -31,7 +31,7 @@ from app.core.model import (
 from app.core.policy import ScoredDevice, sort_devices
 from app.core.score import device_score, f32, node_score
 from app.core.usage import collapse, working_devices
-from app.core.vendor import AddUsageError, FitContext, ScoreContext, Vendor
+from app.core.vendor import AddUsageError, FitContext, ScoreContext, Vendor, quota_amounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +85,8 @@ def _quota_fits(
         trial = list(groups)
         trial[position] = tuple(candidate)
         collapsed = collapse(tuple(trial), ctx.requests.init_count)
-        mem = sum(d.usedmem for d in collapsed)
-        cores = sum(d.usedcores for d in collapsed)
+        amounts = [quota_amounts(vendor, d) for d in collapsed]
+        mem, cores = sum(a[0] for a in amounts), sum(a[1] for a in amounts)
         return quota.fits(ctx.quota, ctx.namespace, vendor, mem, cores)
 
     return fits

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.core import quantity
 from app.core.model import PodDevices, PodRequests, QuotaEntry, QuotaView
-from app.core.vendor import Vendor
+from app.core.vendor import Vendor, quota_amounts
 
 QUOTA_PREFIX = "limits."
 
@@ -57,8 +57,8 @@ def pod_quota_use(collapsed: PodDevices, vendors: Sequence[Vendor]) -> dict[str,
         vendor = by_key.get(key)
         if vendor is None:
             continue
-        mem = sum(d.usedmem for devices in containers for d in devices)
-        cores = sum(d.usedcores for devices in containers for d in devices)
+        amounts = [quota_amounts(vendor, d) for devices in containers for d in devices]
+        mem, cores = sum(a[0] for a in amounts), sum(a[1] for a in amounts)
         for name, amount in ((vendor.resources.memory, mem), (vendor.resources.cores, cores)):
             if name:
                 use[name] = use.get(name, 0) + amount

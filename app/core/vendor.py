@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from app.core.health import Health, Reported
 from app.core.model import (
@@ -262,6 +262,22 @@ class Vendor(Protocol):
 
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """Webhook mutation of one container (in place); True when it requests this vendor's devices."""
+
+
+@runtime_checkable
+class QuotaUnits(Protocol):
+    """Optional for a vendor whose allocations do not record quota units in `usedmem`/`usedcores` (AWS
+    Neuron records core bitmasks, vendors §3.10 #4): what one allocated device counts against the quota."""
+
+    def quota_amounts(self, device: ContainerDevice) -> tuple[int, int]:
+        """(memory, cores) of `device` in the units of `resources.memory` / `resources.cores`."""
+
+
+def quota_amounts(vendor: Vendor, device: ContainerDevice) -> tuple[int, int]:
+    """What `device` counts against the namespace quota: its memory and cores, unless the vendor says."""
+    if isinstance(vendor, QuotaUnits):
+        return vendor.quota_amounts(device)
+    return device.usedmem, device.usedcores
 
 
 def locks_for(requests: PodRequests, vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:

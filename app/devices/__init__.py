@@ -22,12 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.vendor import Vendor
+from app.devices.amd import Amd, parse_amd_config
 from app.devices.ascend import ascend_vendors
+from app.devices.awsneuron import AwsNeuron, parse_awsneuron_config
+from app.devices.biren import Biren, parse_biren_config
 from app.devices.cambricon import Cambricon, parse_cambricon_config
 from app.devices.common.config import DeviceConfigError
 from app.devices.hygon import Hygon, parse_hygon_config
 from app.devices.mthreads import Mthreads, parse_mthreads_config
 from app.devices.nvidia import Nvidia, parse_nvidia_config
+from app.devices.vastai import Vastai, parse_vastai_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +89,12 @@ REGISTRY: tuple[Family, ...] = (
         None,
         resources=("kunlunxin.com/xpu", "kunlunxin.com/vxpu", "kunlunxin.com/vxpu-memory"),
     ),
-    Family("AWS Neuron", "awsneuron", None, resources=("aws.amazon.com/neuron", "aws.amazon.com/neuroncore")),
-    Family("AMD", "amd", None, resources=("amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores")),
-    Family("Vastai", "vastai", None, resources=("vastaitech.com/va",)),
-    Family("Biren", "biren", None, resources=("birentech.com/gpu",)),
+    # --- AWS Neuron, AMD, Vastai, Biren (vendors §2.10-2.13) ---
+    Family("AWS Neuron", "awsneuron", _one(lambda s: AwsNeuron(parse_awsneuron_config(s)))),
+    Family("AMD", "amd", _one(lambda s: Amd(parse_amd_config(s)))),
+    Family("Vastai", "vastai", _one(lambda s: Vastai(parse_vastai_config(s)))),
+    Family("Biren", "biren", _one(lambda s: Biren(parse_biren_config(s)))),
+    # --- end AWS Neuron, AMD, Vastai, Biren ---
     Family("Huawei Ascend", "vnpus", ascend_vendors, flag="ascend"),
     Family(
         "Iluvatar",

@@ -1,0 +1,118 @@
+"""AWS Neuron `Fit` (reference vendors §2.10; quirks §3.10): one device by free cores, or a contiguous run of
+idle devices.
+
+Invariant: a device's `usedcores` is the OR of the core masks its holders took (each allocation takes free
+bits only, so their sum is their OR), and `count` is its number of cores (HAMi's `Count`), so no core is
+ever given twice and a device never has more holders than cores.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from app.core import reasons as r
+from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage
+from app.core.policy import MUTEX, policy_contains
+from app.core.vendor import FitContext, FitOutcome
+from app.devices.common.selectors import uuid_allowed
+
+VENDOR = "AWSNeuron"
+NODE_TYPE = "AWSNodeType"
+USE_UUID, NOUSE_UUID = "aws.amazon.com/use-neuron-uuid", "aws.amazon.com/nouse-neuron-uuid"
+WHOLE = 100  # `mem_percentage` of a device-count request: every core of the device (HAMi: learned count)
+TRAINIUM_RUNS = (1, 4, 8, 16)  # device runs a non-Inferentia node can give (aligned to their size)
+CORES = "cores"  # ContainerDevice.custom: the device's cores, for the core ids of the annotations
+
+
+def popcount(mask: int) -> int:
+    """HAMi `countMaskAvailable`: the set bits of a positive mask (0 for a negative one)."""
+    return bin(mask).count("1") if mask > 0 else 0
+
+
+def claim(used: int, need: int, width: int) -> int:
+    """The `need` lowest free bits among `width` (HAMi `addCoreUsage`; for 2-core devices exactly its
+    `3 - prior`), as a mask of the new bits only."""
+    mask = 0
+    for bit in range(width):
+        if need == 0:
+            break
+        if not used & (1 << bit):
+            mask |= 1 << bit
+            need -= 1
+    return mask
+
+
+def cores_of(device: ContainerDevice) -> int:
+    """The cores of the allocated device (recorded at Fit; 2 when unknown, every Neuron v2 device)."""
+    value = dict(device.custom).get(CORES, "2")
+    return int(value) if value.isdigit() else 2
+
+
+def _taken(device: DeviceUsage, mask: int) -> ContainerDevice:
+    return ContainerDevice(device.id, VENDOR, 0, mask, idx=device.index, custom=((CORES, str(device.count)),))
+
+
+def one_device(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+    """One device: from the end, the first that passes health, type, UUID, slots, mutex and free cores
+    (no AllocatedCardsInsufficientRequest on failure, as HAMi)."""
+    mutex = policy_contains(ctx.policy, MUTEX)
+    counts: Counter[str] = Counter()
+    for i in range(len(devices) - 1, -1, -1):
+        d = devices[i]
+        if not d.health:
+            counts[r.CARD_NOT_HEALTH] += 1
+            continue
+        if VENDOR not in d.type or request.type != VENDOR:
+            counts[r.CARD_TYPE_MISMATCH] += 1
+            continue
+        if not uuid_allowed(ctx.pod_annotations, USE_UUID, NOUSE_UUID, d.id):
+            counts[r.CARD_UUID_MISMATCH] += 1
+            continue
+        if d.count <= d.used:
+            counts[r.CARD_TIME_SLICING_EXHAUSTED] += 1
+            continue
+        if mutex and d.used > 0:
+            counts[r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT] += 1
+            continue
+        width = popcount(d.totalcore)
+        need = width if request.mem_percentage == WHOLE else request.coresreq
+        if width - popcount(d.usedcores) < need:
+            counts[r.CARD_INSUFFICIENT_CORE] += 1
+            continue
+        return FitOutcome(True, (_taken(d, claim(d.usedcores, need, width)),))
+    return FitOutcome(False, (), r.gen_reason(counts, len(devices)))
+
+
+def _free(device: DeviceUsage | None, ctx: FitContext) -> bool:
+    """A device a run may take: present, healthy, allowed, with a slot, and idle."""
+    return (
+        device is not None
+        and device.health
+        and uuid_allowed(ctx.pod_annotations, USE_UUID, NOUSE_UUID, device.id)
+        and device.count > device.used
+        and device.used == 0
+    )
+
+
+def contiguous(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+    """Several devices (HAMi `graphSelect`): the first run of `nums` consecutive device indexes that are all
+    free; on Inferentia (instance type containing `inf`/`Inf`) a run may start anywhere, elsewhere only
+    runs of 1, 4, 8 or 16 aligned to their size. Each device is taken whole (all its cores)."""
+    nums = request.nums
+    failed = FitOutcome(False, (), r.gen_reason({r.NUMA_NOT_FIT: 1}, len(devices)))
+    if not devices:
+        return failed
+    node_type = devices[0].custom.get(NODE_TYPE)
+    node_type = node_type if isinstance(node_type, str) else ""
+    inferentia = "inf" in node_type or "Inf" in node_type
+    if not inferentia and nums not in TRAINIUM_RUNS:
+        return failed
+    by_index = {d.index: d for d in devices}
+    step = 1 if inferentia else nums
+    last = max(by_index)
+    for start in range(0, last - nums + 2, step):
+        run = [by_index.get(index) for index in range(start, start + nums)]
+        if all(_free(d, ctx) for d in run):
+            return FitOutcome(True, tuple(_taken(d, d.totalcore) for d in run if d is not None))
+    return failed
