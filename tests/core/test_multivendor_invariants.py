@@ -1,22 +1,24 @@
-"""Invariants of mixed-vendor decisions (NVIDIA, Ascend incl. 910C, Hygon, Cambricon, Moore Threads): a
-device of any vendor is never given more than it has, the allocation read back from the pod's annotations
-is exactly what the filter reserved, and every vendor's list has one group per container."""
+"""Invariants of mixed-vendor decisions (NVIDIA, Ascend incl. 910C, Hygon, Cambricon, Moore Threads, AWS
+Neuron, AMD, Vastai, Biren): a device of any vendor is never given more than it has (a Neuron core bit
+never twice), the allocation read back from the pod's annotations is exactly what the filter reserved, and
+every vendor's list has one group per container."""
 
 from __future__ import annotations
 
 from core_builders import context
 from hypothesis import HealthCheck, given, settings
-from vendor_strategies import VENDORS, MixedScenario, mixed_scenarios
+from vendor_strategies import VENDORS, MixedScenario, scenarios
 
 from app.core.decision import allocation_annotations, decide
 from app.core.reservations import reservation_from_pod, vendor_tags
 from app.core.usage import allocation_uses
+from app.devices.awsneuron.fit import popcount
 
 EXAMPLES = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @EXAMPLES
-@given(mixed_scenarios())
+@given(scenarios())
 def test_no_device_of_any_vendor_is_oversubscribed(scenario: MixedScenario) -> None:
     ctx = context(
         scenario.pod, gpu_policy=scenario.gpu_policy, node_policy=scenario.node_policy, vendors=VENDORS
@@ -37,11 +39,21 @@ def test_no_device_of_any_vendor_is_oversubscribed(scenario: MixedScenario) -> N
         for key, groups in verdict.devices.items():
             assert len(groups) == len(ctx.requests.containers), key  # padded by vendor key
             for group in groups:
-                assert all(d.type == key for d in group)
+                # AMD records the card's product name (vendors §3.11 #2), every other vendor its key
+                assert all(d.type == (capacity[d.uuid].type if key == "AMD" else key) for d in group)
+        masks = [d for d in verdict.devices.get("AWSNeuron", ()) for d in d]
+        for uuid in {d.uuid for d in masks}:  # Neuron cores are bits: never one bit twice
+            taken = [d.usedcores for d in masks if d.uuid == uuid]
+            held = existing[uuid].cores if uuid in existing else 0
+            assert popcount(sum(taken) | held) == sum(map(popcount, taken)) + popcount(held), (
+                uuid,
+                taken,
+                held,
+            )
 
 
 @EXAMPLES
-@given(mixed_scenarios(max_nodes=2))
+@given(scenarios(max_nodes=2))
 def test_rebuild_from_the_pod_annotations_equals_the_reservation(scenario: MixedScenario) -> None:
     ctx = context(
         scenario.pod, gpu_policy=scenario.gpu_policy, node_policy=scenario.node_policy, vendors=VENDORS

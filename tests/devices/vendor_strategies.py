@@ -1,5 +1,6 @@
-"""Hypothesis strategies for mixed clusters: nodes carrying NVIDIA, Ascend, Hygon, Cambricon and Moore
-Threads devices (several vendors on one node too), existing usage, and pods asking any mix of them."""
+"""Hypothesis strategies for mixed clusters: nodes carrying NVIDIA, Ascend, Hygon, Cambricon, Moore Threads,
+AWS Neuron, AMD, Vastai and Biren devices (several vendors on one node too), existing usage, and pods asking
+any mix of them."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from hypothesis import strategies as st
 
 from app.core.model import DeviceInfo, DeviceUse, NodeDevices
 from app.core.vendor import Vendor
+from app.devices.amd import Amd
 from app.devices.ascend import CHART_CHIPS, Ascend
+from app.devices.awsneuron import AwsNeuron
+from app.devices.biren import Biren
 from app.devices.cambricon import Cambricon
 from app.devices.hygon import Hygon
 from app.devices.mthreads import Mthreads
+from app.devices.vastai import Vastai
 
 CHIPS = {c.common_word: c for c in CHART_CHIPS}
 VENDORS: tuple[Vendor, ...] = (
@@ -25,8 +30,15 @@ VENDORS: tuple[Vendor, ...] = (
     Ascend(CHIPS["Ascend910B3"]),
     Ascend(CHIPS["Ascend310P"]),
     Ascend(CHIPS["Ascend910C"]),
+    # --- AWS Neuron, AMD, Vastai, Biren ---
+    AwsNeuron(),
+    Amd(),
+    Vastai(),
+    Biren(),
 )
 FAMILIES = ("nvidia", "ascend910b3", "ascend310p", "ascend910c", "hygon", "cambricon", "mthreads")
+VENDORS3_FAMILIES = ("awsneuron", "amd", "vastai", "biren")  # their nodes and limits: end of this file
+FAMILIES += VENDORS3_FAMILIES
 
 
 def _ascend(draw: st.DrawFn, name: str, cw: str, mem: int, core: int, count: int) -> list[DeviceInfo]:
@@ -51,11 +63,13 @@ def _ascend(draw: st.DrawFn, name: str, cw: str, mem: int, core: int, count: int
 
 
 @st.composite
-def node_devices(draw: st.DrawFn, name: str) -> NodeDevices:
-    families = draw(st.lists(st.sampled_from(FAMILIES), min_size=1, max_size=3, unique=True))
+def node_devices(draw: st.DrawFn, name: str, among: tuple[str, ...] = FAMILIES) -> NodeDevices:
+    families = draw(st.lists(st.sampled_from(among), min_size=1, max_size=3, unique=True))
     devices: list[DeviceInfo] = []
     for family in families:
-        if family == "nvidia":
+        if family in VENDORS3_FAMILIES:
+            devices += _vendors3_devices(draw, name, family)
+        elif family == "nvidia":
             devices += [
                 gpu(
                     f"{name}-GPU-{i}",
@@ -114,12 +128,14 @@ def existing_use(draw: st.DrawFn, devices: tuple[DeviceInfo, ...]) -> dict[str, 
     return use
 
 
-def _limits(draw: st.DrawFn) -> dict[str, Any]:
+def _limits(draw: st.DrawFn, among: tuple[str, ...] = FAMILIES, least: int = 0) -> dict[str, Any]:
     """One container's limits: some of the vendors, with the values their webhooks would leave."""
-    wanted = draw(st.lists(st.sampled_from(FAMILIES), max_size=2, unique=True))
+    wanted = draw(st.lists(st.sampled_from(among), min_size=least, max_size=2, unique=True))
     limits: dict[str, Any] = {}
     for family in wanted:
-        if family == "nvidia":
+        if family in VENDORS3_FAMILIES:
+            limits.update(_vendors3_limits(draw, family))
+        elif family == "nvidia":
             limits["nvidia.com/gpu"] = draw(st.sampled_from([1, 1, 2]))
             if draw(st.booleans()):
                 limits["nvidia.com/gpumem"] = draw(st.sampled_from([1000, 8000, 20000]))
@@ -163,21 +179,22 @@ class MixedScenario:
 
 
 @st.composite
-def mixed_scenarios(draw: st.DrawFn, max_nodes: int = 4) -> MixedScenario:
+def mixed_scenarios(draw: st.DrawFn, max_nodes: int = 4, among: tuple[str, ...] = FAMILIES) -> MixedScenario:
+    """`among`: the vendor families nodes and pods draw from (all by default)."""
     nodes, usage = [], {}
     for n in range(draw(st.integers(1, max_nodes))):
-        the_node = draw(node_devices(f"node-{n}"))
+        the_node = draw(node_devices(f"node-{n}", among))
         nodes.append(the_node)
         usage[the_node.name] = draw(existing_use(the_node.devices))
     containers = []
     for i in range(draw(st.integers(1, 3))):
-        limits = _limits(draw)
+        limits = _limits(draw, among)
         containers.append({"name": f"c{i}", "resources": {"limits": limits} if limits else {}})
     if not any(c["resources"] for c in containers):
-        containers[0] = {"name": "c0", "resources": {"limits": {"hygon.com/dcunum": 1}}}
+        containers[0] = {"name": "c0", "resources": {"limits": _limits(draw, among, least=1)}}
     inits = []
     if draw(st.integers(0, 3)) == 0:
-        limits = _limits(draw)
+        limits = _limits(draw, among)
         inits.append({"name": "init", "resources": {"limits": limits} if limits else {}})
     return MixedScenario(
         tuple(nodes),
@@ -186,3 +203,85 @@ def mixed_scenarios(draw: st.DrawFn, max_nodes: int = 4) -> MixedScenario:
         draw(st.sampled_from(["spread", "binpack", "mutex"])),
         draw(st.sampled_from(["binpack", "spread"])),
     )
+
+
+# --- AWS Neuron, AMD, Vastai, Biren (vendors §2.10-2.13) ------------------------------------------------
+
+
+def _vendors3_devices(draw: st.DrawFn, name: str, family: str) -> list[DeviceInfo]:
+    if family == "awsneuron":  # 2-core trn1/inf2 devices, or 4-core inf1 ones; runs need 4+
+        cores = draw(st.sampled_from([2, 2, 4]))
+        kind = draw(st.sampled_from(["trn1.32xlarge", "inf2.48xlarge", ""]))
+        return [
+            DeviceInfo(
+                f"{name}-AWSNeuron-{i}",
+                i,
+                cores,
+                0,
+                2**cores - 1,
+                "AWSNeuron",
+                0,
+                "",
+                draw(st.sampled_from([True] * 9 + [False])),
+                "AWSNeuron",
+                custom={"AWSNodeType": kind},
+            )
+            for i in range(draw(st.sampled_from([1, 2, 4, 8])))
+        ]
+    if family == "amd":
+        product, mem, cus = draw(
+            st.sampled_from([("AMD Instinct MI300X VF", 196608, 304), ("AMD Instinct MI210", 65536, 104)])
+        )
+        return [
+            DeviceInfo(f"{name}-AMD-{i}", i, 4, mem, cus, product, 0, "hami-core", True, "AMD")
+            for i in range(draw(st.integers(1, 3)))
+        ]
+    if family == "vastai":
+        dies = draw(st.booleans())
+        return [
+            DeviceInfo(
+                f"{name}-va-{i}",
+                i,
+                draw(st.sampled_from([1, 2])),
+                16384,
+                100,
+                "Vastai",
+                0,
+                "",
+                True,
+                "Vastai",
+                custom={"DeviceStrategy": "die", "AIC": str(i // 2)} if dies else {},
+            )
+            for i in range(draw(st.integers(1, 4)))
+        ]
+    return [
+        DeviceInfo(
+            f"{name}-biren-{i}", i, draw(st.sampled_from([1, 4])), 32768, 100, "Biren", 0, "", True, "Biren"
+        )
+        for i in range(draw(st.integers(1, 3)))
+    ]
+
+
+def _vendors3_limits(draw: st.DrawFn, family: str) -> dict[str, Any]:
+    """Limits the vendor's webhook admits."""
+    if family == "awsneuron":
+        if draw(st.booleans()):
+            return {"aws.amazon.com/neuron": draw(st.sampled_from([1, 1, 2, 4]))}
+        return {"aws.amazon.com/neuroncore": draw(st.sampled_from([1, 2, 4]))}
+    if family == "amd":
+        limits: dict[str, Any] = {"amd.com/gpu": draw(st.sampled_from([1, 1, 2]))}
+        if draw(st.booleans()):
+            limits["amd.com/gpumem"] = draw(st.sampled_from([4096, 65536]))
+            limits["amd.com/gpucores"] = draw(st.sampled_from([10, 50, 100]))
+        return limits
+    if family == "vastai":
+        return {"vastaitech.com/va": draw(st.sampled_from([1, 1, 2]))}
+    return {"birentech.com/gpu": draw(st.sampled_from([1, 1, 2]))}
+
+
+VENDORS3_FOCUS = (*VENDORS3_FAMILIES, "nvidia", "hygon")  # with a lock-taking and a capacity-free vendor
+
+
+def scenarios(max_nodes: int = 4) -> st.SearchStrategy[MixedScenario]:
+    """Every family, or mostly these four (among all, a pod rarely finds a node with what it asks)."""
+    return st.one_of(mixed_scenarios(max_nodes), mixed_scenarios(max_nodes, VENDORS3_FOCUS))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from core_builders import context
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from vendor_strategies import VENDORS, MixedScenario, mixed_scenarios
+from vendor_strategies import VENDORS, MixedScenario, scenarios
 
 from app.core.decision import decide
 from app.state.fastpath import FastPath
@@ -16,7 +16,7 @@ from app.state.usage import UsageView
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mixed_scenarios(max_nodes=6), st.integers(1, 3), st.randoms(use_true_random=False))
+@given(scenarios(max_nodes=6), st.integers(1, 3), st.randoms(use_true_random=False))
 def test_fast_path_decides_like_decide_on_mixed_clusters(
     scenario: MixedScenario, first: int, rng: object
 ) -> None:
