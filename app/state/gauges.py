@@ -14,10 +14,11 @@ says when the worker last confirmed it (a render, or a touch when nothing change
 file the worker stopped maintaining (`age`) and leaves it out once older than `max_age`.
 
 Names, labels (with HAMi's constant `zone="vGPU"`) and values are HAMi's: memory in bytes (MiB × 1048576),
-cores and shares raw, `container_index` always 0 (usage is collapsed per pod, quirk #39); MIG instances
-from the slices in use (their runtime identity comes with the pods' MIG allocations). Label values are
-escaped as the text format requires (backslash, double quote, newline); every family is written once,
-HELP and TYPE first, all its samples together.
+cores and shares raw (AMD cards: percent of their compute units, as HAMi normalises them), `container_index`
+always 0 (usage is collapsed per pod, quirk #39); MIG instances from the slices in use (their runtime
+identity comes with the pods' MIG allocations). Label values are escaped as the text format requires
+(backslash, double quote, newline); every family is written once, HELP and TYPE first, all its samples
+together.
 """
 
 from __future__ import annotations
@@ -89,6 +90,27 @@ def device_rows(
             yield record.devices.name, d, node_use.get(d.id, _UNUSED)
 
 
+def _amd(device: DeviceInfo) -> bool:
+    """HAMi reports the cores of devices whose type starts with `AMD` (any case) in percent (S§8): their
+    `devcore` and allocations are compute units."""
+    return device.type[:3].upper() == "AMD"
+
+
+def _core_limit(device: DeviceInfo) -> int:
+    if _amd(device):
+        return 100 if device.devcore > 0 else 0
+    return device.devcore
+
+
+def _cores_used(device: DeviceInfo, cores: int) -> str:
+    return _core_ratio(device.devcore, cores) if _amd(device) else str(cores)
+
+
+def _core_ratio(total: int, allocated: int) -> str:
+    """HAMi `normalizeCoreMetrics`: (limit, allocated) as 100 and `ceil(allocated / total x 100)`."""
+    return "0" if total <= 0 else str(math.ceil(allocated / total * 100))
+
+
 def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceUse]]) -> Iterator[str]:
     """The seven per-device families."""
     rows: list[tuple[str, str, DeviceInfo, DeviceUse]] = []  # labels before and after device_cores
@@ -98,7 +120,7 @@ def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceU
     yield from _family(
         0, (f"hami_gpu_memory_limit_bytes{{{h},{t}}} {d.devmem * MIB}\n" for h, t, d, _ in rows)
     )
-    yield from _family(1, (f"hami_gpu_core_limit_ratio{{{h},{t}}} {d.devcore}\n" for h, t, d, _ in rows))
+    yield from _family(1, (f"hami_gpu_core_limit_ratio{{{h},{t}}} {_core_limit(d)}\n" for h, t, d, _ in rows))
     yield from _family(
         2,
         (
@@ -107,7 +129,9 @@ def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceU
         ),
     )
     yield from _family(3, (f"hami_gpu_shared_count{{{h},{t}}} {u.slots}\n" for h, t, _, u in rows))
-    yield from _family(4, (f"hami_gpu_core_allocated_ratio{{{h},{t}}} {u.cores}\n" for h, t, _, u in rows))
+    yield from _family(
+        4, (f"hami_gpu_core_allocated_ratio{{{h},{t}}} {_cores_used(d, u.cores)}\n" for h, t, d, u in rows)
+    )
     yield from _family(
         5,
         (
@@ -126,18 +150,27 @@ def _devices(snapshot: Snapshot | None, usage: Mapping[str, Mapping[str, DeviceU
     )
 
 
-def _pods(view: UsageView) -> Iterator[str]:
-    """Per pod and device (collapsed usage, so container_index is always 0 as in HAMi, quirk #39)."""
-    rows: list[tuple[str, DeviceUse]] = []
+def _pods(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
+    """Per pod and device (collapsed usage, so container_index is always 0 as in HAMi, quirk #39); an AMD
+    device's cores in percent of its compute units."""
+    amd = {
+        (name, d.id): d.devcore
+        for name, record in (snapshot.nodes.items() if snapshot else ())
+        for d in record.devices.devices
+        if _amd(d)
+    }
+    rows: list[tuple[str, DeviceUse, str]] = []
     for entry in view.entries.values():
         pod = f'namespace="{escape(entry.namespace)}",node="{escape(entry.node)}",pod="{escape(entry.name)}"'
         for uuid, use in entry.uses.items():
             if use.slots:  # not the MIG slices of a GPU the pod's device list does not name
-                rows.append((f'{pod},container_index="0",device_uuid="{escape(uuid)}",{ZONE}', use))
+                total = amd.get((entry.node, uuid))
+                cores = str(use.cores) if total is None else _core_ratio(total, use.cores)
+                rows.append((f'{pod},container_index="0",device_uuid="{escape(uuid)}",{ZONE}', use, cores))
     yield from _family(
-        7, (f"hami_vgpu_memory_allocated_bytes{{{labels}}} {u.mem * MIB}\n" for labels, u in rows)
+        7, (f"hami_vgpu_memory_allocated_bytes{{{labels}}} {u.mem * MIB}\n" for labels, u, _ in rows)
     )
-    yield from _family(8, (f"hami_vgpu_core_allocated_ratio{{{labels}}} {u.cores}\n" for labels, u in rows))
+    yield from _family(8, (f"hami_vgpu_core_allocated_ratio{{{labels}}} {c}\n" for labels, _, c in rows))
 
 
 def _quotas(snapshot: Snapshot | None, view: UsageView) -> Iterator[str]:
@@ -188,7 +221,7 @@ def render(snapshot: Snapshot | None, view: UsageView, legacy: Renderer | None =
     a writer never holds more than one batch of lines (plus the per-device labels shared by 7 families).
     `legacy` (app/state/legacygauges.render) adds HAMi's old names (--legacy-metrics)."""
     yield from _devices(snapshot, view.nodes)
-    yield from _pods(view)
+    yield from _pods(snapshot, view)
     yield from _quotas(snapshot, view)
     yield from _mig_instances(snapshot, view.nodes)
     if legacy is not None:

@@ -38,11 +38,10 @@ from app.core.vendor import (
     LockSpec,
     NodeView,
     Reads,
-    ResourceNames,
 )
 from app.devices.common import requests, slots, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.config import section_of, string
+from app.devices.common.base import NamedResources, device_lists
+from app.devices.common.config import SectionNames, parse_names
 from app.devices.common.nodes import capacity_count
 from app.devices.common.selectors import type_allowed
 
@@ -57,7 +56,7 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
-class AmdConfig:
+class AmdConfig(SectionNames):
     """The `amd:` section (chart defaults, vendors §1.3)."""
 
     resource_count_name: str = "amd.com/gpu"
@@ -66,12 +65,7 @@ class AmdConfig:
 
 
 def parse_amd_config(value: Any) -> AmdConfig:
-    section, path, default = section_of(value, "amd"), "amd", AmdConfig()
-    return AmdConfig(
-        string(section, "resourceCountName", default.resource_count_name, path),
-        string(section, "resourceMemoryName", default.resource_memory_name, path),
-        string(section, "resourceCoreName", default.resource_core_name, path),
-    )
+    return parse_names(value, "amd", AmdConfig())
 
 
 def _type_check(annotations: Mapping[str, str], device: DeviceUsage) -> bool:
@@ -94,17 +88,12 @@ def compute_units(device: DeviceUsage, percent: int, memreq: int) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Amd(VendorDefaults):
+class Amd(NamedResources):
     config: AmdConfig = field(default_factory=AmdConfig)
 
     @property
     def key(self) -> str:
         return VENDOR
-
-    @property
-    def resources(self) -> ResourceNames:
-        c = self.config
-        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
 
     @property
     def memory_factor(self) -> int:
