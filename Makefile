@@ -77,7 +77,7 @@ integration: setup tools kube
 	$(PY) -m pytest tests/integration
 
 # A mixed cluster: NVIDIA, Huawei Ascend (910B3, 910C), Hygon (beside NVIDIA), Cambricon, Moore Threads.
-DEMO_VENDORS ?= nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c
+DEMO_VENDORS ?= nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c,awsneuron+amd,vastai+biren
 
 demo: setup
 	$(PY) -m sim demo --vendors $(DEMO_VENDORS) --report demo-report.json

@@ -41,7 +41,7 @@ from sim.apiserver.deferred import Deferred
 from sim.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
 from sim.migplugin import MigError, MigInstances
 from sim.nodes import GPU_RESOURCE, ClusterSpec, NodeSpec
-from sim.vendorplugins import AllocateError, DsmluPlugin, MthreadsPlugin, Plugin
+from sim.vendorplugins import AllocateError, DsmluPlugin, MthreadsPlugin, NeuronPlugin, Plugin
 from sim.vendors import VendorPart
 
 logger = logging.getLogger(__name__)
@@ -263,10 +263,14 @@ class Kubelets:
                     plugins[part.resource] = DsmluPlugin(kube, spec.name, part)
                 elif part.plugin == "mthreads":
                     plugins[part.resource] = MthreadsPlugin(kube, spec.name, part)
+                elif part.plugin == "neuron":
+                    plugins[part.resource] = NeuronPlugin(kube, spec.name, part)
                 else:
                     plugins[part.resource] = DevicePlugin(
                         kube, spec, self.stats, latency, part=part, words=words
                     )
+                for other in part.other_resources:  # one plugin serving several resources
+                    plugins[other] = plugins[part.resource]
             self.node_plugins[spec.name] = plugins
         self._host_ips = {s.name: f"10.0.{i // 250}.{i % 250 + 1}" for i, s in enumerate(cluster.nodes)}
         self._pool = ThreadPoolExecutor(max(1, self.config.workers), thread_name_prefix="sim-kubelet")
@@ -351,13 +355,13 @@ class Kubelets:
         namespace, name = podutil.namespace(pod), podutil.name(pod)
         ordered = podutil.containers(pod, init=True) + podutil.containers(pod)
         stock = self.config.stock_gpus and TO_ALLOCATE not in podutil.annotations_of(pod)
-        asked = False  # one Allocate per container and device resource
+        asked: list[Plugin] = []  # one Allocate per container and device resource
         for index, container in [] if stock else enumerate(ordered):
             for resource, plugin in plugins.items():
                 count = podutil.device_count(container, resource)
                 if count <= 0:
                     continue
-                asked = True
+                asked.append(plugin)
                 try:
                     served, group_index = plugin.allocate(count)
                 except AllocateError as exc:
@@ -375,7 +379,7 @@ class Kubelets:
         elif asked:
             fresh = self.kube.get_or_none(pod_path(namespace, name))
             notes = podutil.annotations_of(fresh) if fresh else {}
-            hami = [p for p in plugins.values() if isinstance(p, DevicePlugin)]
+            hami = [p for p in asked if isinstance(p, DevicePlugin)]  # plugins of other protocols: no phase
             if any(any(w in notes.get(p.to_allocate, "") for w in p.words) for p in hami) or (
                 hami and notes.get(nodelock.BIND_PHASE) == "allocating"
             ):

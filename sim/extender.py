@@ -36,6 +36,13 @@ MANAGED_RESOURCES = (  # as the chart lists them (helm/hami-scheduler values: ku
     "hygon.com/dcumem",
     "hygon.com/dcucores",
     "mthreads.com/vgpu",  # only the count, as HAMi's chart
+    "aws.amazon.com/neuron",  # AWS Neuron, AMD, Vastai, Biren: every name, as HAMi's chart (vendors §1.3)
+    "aws.amazon.com/neuroncore",
+    "amd.com/gpu",
+    "amd.com/gpumem",
+    "amd.com/gpucores",
+    "vastaitech.com/va",
+    "birentech.com/gpu",
     *(name for c in CHART_CHIPS for name in (c.resource_name, c.resource_memory_name, c.resource_core_name)),
 )
 

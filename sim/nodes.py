@@ -192,6 +192,7 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
         allocatable.update(part.allocatable)
         capacity.update(part.capacity)
         annotations.update(part.annotations)
+        labels.update(part.labels)
     return {
         "apiVersion": "v1",
         "kind": "Node",

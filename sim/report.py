@@ -37,6 +37,10 @@ VENDORS = build_vendors(
         "cambricon": {"resourceCountName": "cambricon.com/vmlu"},
         "hygon": {"resourceCountName": "hygon.com/dcunum"},
         "mthreads": {"resourceCountName": "mthreads.com/vgpu"},
+        "awsneuron": {"resourceCountName": "aws.amazon.com/neuron"},
+        "amd": {"resourceCountName": "amd.com/gpu"},
+        "vastai": {"resourceCountName": "vastaitech.com/va"},
+        "biren": {"resourceCountName": "birentech.com/gpu"},
     },
     frozenset({"ascend"}),
 )

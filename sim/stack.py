@@ -226,6 +226,10 @@ def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
         ("hygon", "hygon", "hygon.com/dcunum"),
         ("cambricon", "cambricon", "cambricon.com/vmlu"),
         ("mthreads", "mthreads", "mthreads.com/vgpu"),
+        ("awsneuron", "awsneuron", "aws.amazon.com/neuron"),
+        ("amd", "amd", "amd.com/gpu"),
+        ("vastai", "vastai", "vastaitech.com/va"),
+        ("biren", "biren", "birentech.com/gpu"),
     ):
         if part in parts:
             sections[section] = {"resourceCountName": count}

@@ -7,7 +7,12 @@
 - Moore Threads' plugin (§2.7, *not verified*): it serves the pending pod whose `mthreads.com/predicate-node`
   is its node (the oldest `predicate-time` first) and checks `mthreads.com/gpu-index` names its GPUs; it
   writes nothing back (HAMi's annotations say nothing about it).
-HAMi's own protocol (NVIDIA, Ascend, Hygon) is sim.deviceplugin.DevicePlugin.
+- The AWS Neuron plugin with the scheduler extension (§2.10, *not verified*): it serves the pending pod on its
+  node with `NEURON_ALLOCATED: "false"` and `aws.amazon.com/predicate-node` naming the node (the oldest
+  `NEURON_ALLOC_TIME` first), hands each container the next ids of `AWS_NEURON_IDS` (device indexes, or core
+  ids when `NEURON_RESOURCE_TYPE` names the core resource), checks they exist on the node, and sets
+  `NEURON_ALLOCATED: "true"` once every id is handed out.
+HAMi's own protocol (NVIDIA, Ascend, Hygon, AMD, Vastai, Biren) is sim.deviceplugin.DevicePlugin.
 """
 
 from __future__ import annotations
@@ -22,6 +27,13 @@ from sim.vendors import VendorPart
 Obj = dict[str, Any]
 ASSIGNED, PROFILE = "CAMBRICON_DSMLU_ASSIGNED", "CAMBRICON_DSMLU_PROFILE"
 DSMLU_LOCK = "cambricon.com/dsmlu.lock"
+NEURON_IDS, NEURON_ALLOCATED, NEURON_TIME, NEURON_TYPE, NEURON_NODE = (
+    "AWS_NEURON_IDS",
+    "NEURON_ALLOCATED",
+    "NEURON_ALLOC_TIME",
+    "NEURON_RESOURCE_TYPE",
+    "aws.amazon.com/predicate-node",
+)
 GPU_INDEX, PREDICATE_NODE, PREDICATE_TIME = (
     "mthreads.com/gpu-index",
     "mthreads.com/predicate-node",
@@ -97,3 +109,45 @@ class MthreadsPlugin:
     def forget(self, uid: str) -> None:
         with self._lock:
             self._served.discard(uid)
+
+
+class NeuronPlugin:
+    def __init__(self, kube: Kube, node: str, part: VendorPart) -> None:
+        self.kube, self.node = kube, node
+        self.devices = len(part.devices)
+        self.cores = max((d.count for d in part.devices), default=0)
+        self._given: dict[str, int] = {}  # pod UID -> ids handed out so far
+        self._lock = threading.Lock()
+
+    def allocate(self, requested: int) -> tuple[Obj, int | None]:
+        with self._lock:
+            waiting = [
+                p
+                for p in _pending_on(self.kube, self.node)
+                if podutil.annotations_of(p).get(NEURON_ALLOCATED) == "false"
+                and podutil.annotations_of(p).get(NEURON_NODE) == self.node
+            ]
+            if not waiting:
+                raise AllocateError(f"no pod waits for AWS Neuron devices on node {self.node}")
+            pod = min(waiting, key=lambda p: int(podutil.annotations_of(p).get(NEURON_TIME, "0") or 0))
+            notes = podutil.annotations_of(pod)
+            ids = [i for i in notes.get(NEURON_IDS, "").split(",") if i]
+            limit = self.devices * self.cores if NEURON_TYPE in notes else self.devices
+            if not all(i.isdigit() and int(i) < limit for i in ids):
+                raise AllocateError(f"invalid {NEURON_IDS} {ids!r} on node {self.node}")
+            uid = podutil.uid(pod)
+            start = self._given.get(uid, 0)
+            if start + requested > len(ids):
+                raise AllocateError(
+                    f"{NEURON_IDS} has {len(ids) - start} ids left, the container asks {requested}"
+                )
+            self._given[uid] = start + requested
+            done = start + requested == len(ids)
+        if done:
+            path = pod_path(podutil.namespace(pod), podutil.name(pod))
+            self.kube.patch(path, {"metadata": {"annotations": {NEURON_ALLOCATED: "true"}}})
+        return pod, None
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._given.pop(uid, None)

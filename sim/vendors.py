@@ -10,7 +10,13 @@ A simulated node is NVIDIA GPUs (sim.nodes) plus any of these parts (`--vendors`
 - `cambricon`: no annotation, capacity and allocatable `cambricon.com/mlu.smlu.vcore` (100 per card) and
   `cambricon.com/mlu.smlu.vmemory` (256 MiB units), allocatable `cambricon.com/vmlu`;
 - `mthreads`: capacity and allocatable `mthreads.com/sgpu-core` (16 per GPU) and `mthreads.com/sgpu-memory`
-  (512 MiB units), allocatable `mthreads.com/vgpu`.
+  (512 MiB units), allocatable `mthreads.com/vgpu`;
+- `awsneuron`: an inf2.24xlarge (label `node.kubernetes.io/instance-type`), capacity `aws.amazon.com/neuron`
+  6 and `aws.amazon.com/neuroncore` 12 (§2.10), served by the Neuron plugin (sim.vendorplugins);
+- `amd`: `hami.io/node-amd-register` JSON with two MI300X VFs (196608 MiB, 304 CUs, §2.11), capacity
+  `amd.com/gpu`;
+- `vastai`: `hami.io/node-va-register` JSON with four dies on two cards (`custominfo` `DeviceStrategy: die`,
+  `AIC`, §2.12) and the handshake; `biren`: `hami.io/node-biren-register` with four GPUs (§2.13).
 Each part also carries the devices as the scheduler will discover them (for the demo's verdict).
 Plugins other than Ascend's were not read for the reference; their annotations follow what HAMi writes.
 """
@@ -37,8 +43,10 @@ class VendorPart:
     annotations: dict[str, str] = field(default_factory=dict)
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
-    plugin: str = "hami"  # hami (lock + to-allocate), dsmlu (Cambricon), mthreads
+    plugin: str = "hami"  # hami (lock + to-allocate), dsmlu (Cambricon), mthreads, neuron
     to_allocate: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    other_resources: tuple[str, ...] = ()  # more resources the same plugin allocates (neuroncore)
 
 
 REPORTED = "Reported_2026.01.01 00:00:00"  # the Ascend plugin's stamp (dots; HAMi never parses it)
@@ -129,6 +137,117 @@ def _mthreads(node: str) -> VendorPart:
     )
 
 
+# --- AWS Neuron, AMD, Vastai, Biren (vendors §2.10-2.13) ------------------------------------------------
+
+
+def _awsneuron(node: str) -> VendorPart:
+    count, cores = 6, 2
+    label = {"AWSNodeType": "inf2.24xlarge"}
+    devices = tuple(
+        DeviceInfo(
+            f"{node}-AWSNeuron-{i}",
+            i,
+            cores,
+            0,
+            2**cores - 1,
+            "AWSNeuron",
+            0,
+            "",
+            True,
+            "AWSNeuron",
+            custom=label,
+        )
+        for i in range(count)
+    )
+    resources = {"aws.amazon.com/neuron": str(count), "aws.amazon.com/neuroncore": str(count * cores)}
+    return VendorPart(
+        kind="awsneuron",
+        key="AWSNeuron",
+        resource="aws.amazon.com/neuron",
+        devices=devices,
+        capacity=resources,
+        allocatable=resources,
+        plugin="neuron",
+        labels={"node.kubernetes.io/instance-type": "inf2.24xlarge"},
+        other_resources=("aws.amazon.com/neuroncore",),
+    )
+
+
+def _registered(
+    node: str,
+    kind: str,
+    key: str,
+    resource: str,
+    annotation: str,
+    devices: tuple[DeviceInfo, ...],
+    **extra: Any,
+) -> VendorPart:
+    """A vendor whose plugin registers JSON and follows HAMi's lock-and-to-allocate protocol."""
+    items = []
+    for d in devices:
+        item: dict[str, Any] = {"id": d.id, "index": d.index, "count": d.count, "devmem": d.devmem}
+        item.update({"devcore": d.devcore, "type": d.type, "mode": d.mode, "health": True})
+        if d.custom:
+            item["custominfo"] = dict(d.custom)
+        items.append({k: v for k, v in item.items() if v not in ("", 0) or k == "index"})
+    count = {resource: str(sum(d.count for d in devices))}
+    return VendorPart(
+        kind=kind,
+        key=key,
+        resource=resource,
+        devices=devices,
+        annotations={annotation: json.dumps(items, separators=(",", ":")), **extra},
+        capacity=count,
+        allocatable=count,
+        to_allocate=f"hami.io/{key.lower() if key == 'AMD' else key}-devices-to-allocate",
+    )
+
+
+def _amd(node: str) -> VendorPart:
+    product = "AMD Instinct MI300X VF"
+    devices = tuple(
+        DeviceInfo(f"{node}-amd-{i}", i, 4, 196608, 304, product, 0, "hami-core", True, "AMD")
+        for i in range(2)
+    )
+    return _registered(node, "amd", "AMD", "amd.com/gpu", "hami.io/node-amd-register", devices)
+
+
+def _vastai(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(
+            f"{node}-va-{i}",
+            i,
+            1,
+            16384,
+            100,
+            "Vastai",
+            0,
+            "",
+            True,
+            "Vastai",
+            custom={"DeviceStrategy": "die", "AIC": str(i // 2)},
+        )
+        for i in range(4)
+    )
+    handshake = {"hami.io/node-handshake-va": REPORTED}
+    return _registered(
+        node, "vastai", "Vastai", "vastaitech.com/va", "hami.io/node-va-register", devices, **handshake
+    )
+
+
+def _biren(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-biren-{i}", i, 2, 32768, 100, "Biren", 0, "", True, "Biren") for i in range(4)
+    )
+    handshake = {"hami.io/node-handshake-biren": REPORTED}
+    return _registered(
+        node, "biren", "Biren", "birentech.com/gpu", "hami.io/node-biren-register", devices, **handshake
+    )
+
+
+# --- end AWS Neuron, AMD, Vastai, Biren ---
+
+
 PARTS: Mapping[str, Callable[[str], VendorPart]] = {
     "ascend910b3": lambda node: _ascend(node, "Ascend910B3", 8, 4, 65536, 20, True),
     "ascend910c": lambda node: _ascend(node, "Ascend910C", 8, 4, 65536, 20, True),
@@ -136,6 +255,10 @@ PARTS: Mapping[str, Callable[[str], VendorPart]] = {
     "hygon": _hygon,
     "cambricon": _cambricon,
     "mthreads": _mthreads,
+    "awsneuron": _awsneuron,
+    "amd": _amd,
+    "vastai": _vastai,
+    "biren": _biren,
 }
 
 

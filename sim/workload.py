@@ -19,7 +19,7 @@ Some fitting pods finish after a few seconds (`sim.hami.io/run-seconds`); the re
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +114,10 @@ VENDOR_KINDS: dict[str, tuple[str, ...]] = {
     "hygon": ("hygon",),
     "cambricon": ("cambricon",),
     "mthreads": ("mthreads",),
+    "awsneuron": ("awsneuron",),
+    "amd": ("amd",),
+    "vastai": ("vastai",),
+    "biren": ("biren",),
 }
 VENDOR_WEIGHT = 0.08  # of all pods, per vendor pod kind
 MIXED_WEIGHT = 0.04  # NVIDIA + Hygon in one container, when some node has both
@@ -156,12 +160,41 @@ def _vendor(rng: random.Random, kind: str) -> list[dict[str, Any]]:
         return [
             _container("mt", {"mthreads.com/vgpu": 1, "mthreads.com/sgpu-memory": rng.choice([8, 16, 32])})
         ]
+    if kind in VENDORS3_KINDS:
+        return [VENDORS3_KINDS[kind](rng)]
     return [  # mixed: one container asking NVIDIA and Hygon devices at once
         _container(
             "both",
             {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4096, "hygon.com/dcunum": 1, "hygon.com/dcumem": 2048},
         )
     ]
+
+
+# --- AWS Neuron, AMD, Vastai, Biren (values their webhooks accept) ---
+
+
+def _neuron(rng: random.Random) -> dict[str, Any]:
+    if rng.random() < 0.5:
+        return _container("neuron", {"aws.amazon.com/neuron": rng.choice([1, 1, 2])})
+    return _container("cores", {"aws.amazon.com/neuroncore": rng.choice([1, 1, 2, 4])})
+
+
+def _amd(rng: random.Random) -> dict[str, Any]:
+    limits: dict[str, Any] = {"amd.com/gpu": 1}
+    if rng.random() < 0.7:
+        limits.update(
+            {"amd.com/gpumem": rng.choice([16384, 65536]), "amd.com/gpucores": rng.choice([25, 50])}
+        )
+    return _container("rocm", limits)
+
+
+VENDORS3_KINDS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+    "awsneuron": _neuron,
+    "amd": _amd,
+    "vastai": lambda rng: _container("va", {"vastaitech.com/va": rng.choice([1, 1, 2])}),
+    "biren": lambda rng: _container("br", {"birentech.com/gpu": rng.choice([1, 1, 2])}),
+}
+MAX_VENDOR_SHARE = 0.6  # of all pods, when many vendors are in the cluster (NVIDIA keeps the rest)
 
 
 def _weights(vendors: Sequence[tuple[str, ...]]) -> dict[str, float]:
@@ -171,6 +204,9 @@ def _weights(vendors: Sequence[tuple[str, ...]]) -> dict[str, float]:
     extra = {k: VENDOR_WEIGHT for part, kinds in VENDOR_KINDS.items() if part in parts for k in kinds}
     if any("nvidia" in kind and "hygon" in kind for kind in vendors):
         extra["mixed"] = MIXED_WEIGHT
+    if any("nvidia" in kind for kind in vendors) and sum(extra.values()) > MAX_VENDOR_SHARE:
+        shrink = MAX_VENDOR_SHARE / sum(extra.values())
+        extra = {k: w * shrink for k, w in extra.items()}
     nvidia = 1.0 - sum(extra.values()) if any("nvidia" in kind for kind in vendors) or not vendors else 0.0
     scale = nvidia / sum(WEIGHTS.values())
     return {**{k: w * scale for k, w in WEIGHTS.items() if scale > 0}, **extra}

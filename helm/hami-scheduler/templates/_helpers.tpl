@@ -253,6 +253,13 @@ exec:
 {{- $_ := set $config $vendor (omit $values "enabled") -}}
 {{- end -}}
 {{- end -}}
+{{- /* AWS Neuron, AMD, Vastai, Biren */ -}}
+{{- range $vendor := list "awsneuron" "amd" "vastai" "biren" -}}
+{{- $values := index $.Values.devices $vendor -}}
+{{- if $values.enabled -}}
+{{- $_ := set $config $vendor (omit $values "enabled") -}}
+{{- end -}}
+{{- end -}}
 {{- with .Values.devices.ascend -}}
 {{- if .enabled -}}
 {{- $vnpus := dict "hamiVnpuCore" .hamiVnpuCore -}}
@@ -272,7 +279,8 @@ Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend91
 {{- end -}}
 
 {{/* kubeScheduler.managedResources plus those of the enabled vendors, as HAMi's chart manages them
-     (Ascend: count, memory and core per chip; Hygon: all three; Cambricon and Moore Threads: the count). */}}
+     (Ascend: count, memory and core per chip; Hygon, AWS Neuron, AMD, Vastai, Biren: all their names;
+     Cambricon and Moore Threads: the count). */}}
 {{- define "hami-scheduler.managedResources" -}}
 {{- $names := .Values.kubeScheduler.managedResources -}}
 {{- with .Values.devices -}}
@@ -284,6 +292,13 @@ Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend91
 {{- end -}}
 {{- if .mthreads.enabled -}}
 {{- $names = append $names .mthreads.resourceCountName -}}
+{{- end -}}
+{{- /* AWS Neuron, AMD, Vastai, Biren: every name of the section (HAMi's customresources lists) */ -}}
+{{- range $vendor := list "awsneuron" "amd" "vastai" "biren" -}}
+{{- $values := index $.Values.devices $vendor -}}
+{{- if $values.enabled -}}
+{{- $names = concat $names (list $values.resourceCountName (default "" $values.resourceMemoryName) (default "" $values.resourceCoreName)) -}}
+{{- end -}}
 {{- end -}}
 {{- if .ascend.enabled -}}
 {{- if .ascend.configs -}}
