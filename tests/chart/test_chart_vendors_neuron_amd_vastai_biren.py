@@ -21,6 +21,7 @@ NVIDIA = [
     "nvidia.com/gpucores",
     "nvidia.com/priority",
 ]
+
 VENDORS = {
     "awsneuron": (
         ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"],
@@ -44,9 +45,8 @@ def managed(manifests: Any) -> list[str]:
 
 
 def device_config(manifests: Any) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(
-        manifests.one("ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
-    )
+    text = manifests.one("ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
+    loaded: dict[str, Any] = yaml.safe_load(text)
     return loaded
 
 

@@ -38,7 +38,6 @@ def run(command: str, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=60,
-        check=False,
     )
 
 

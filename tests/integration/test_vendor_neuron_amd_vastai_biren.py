@@ -10,21 +10,20 @@ twice, no node lock is left, and a ledger rebuilt from the pods equals the live 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from test_vendor_mixed_cluster import kubelets, pod
 
 from app.devices import build_vendors
-from sim.deviceplugin import Kubelets, PluginConfig
-from sim.kube import Kube
 from sim.nodes import ClusterSpec, build_cluster, node_object
 from sim.report import summarize
 from sim.vendors import parse_vendors
 from workers.reconcile import Rules, compare, rebuild
 
 pytestmark = pytest.mark.integration
+__all__ = ["kubelets"]  # the mixed-cluster module's fixture: the simulated kubelets of `spec`
 
 MIX = "awsneuron+amd,vastai+biren,nvidia+amd"
 SECTIONS = {
@@ -36,21 +35,6 @@ SECTIONS = {
 }
 VENDORS = build_vendors(SECTIONS, frozenset())
 MUTEX = "hami.io/mutex.lock"
-
-
-def pod(name: str, *containers: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "containers": [
-                {"name": f"c{i}", "image": "busybox", "resources": {"limits": limits}}
-                for i, limits in enumerate(containers)
-            ],
-        },
-    }
 
 
 PODS = [
@@ -92,15 +76,6 @@ def service(
         assert time.monotonic() < deadline, "every vendor's node registers"
         time.sleep(0.25)
     return started
-
-
-@pytest.fixture(scope="module")
-def kubelets(emulator: Any, spec: ClusterSpec) -> Any:
-    kube = Kube.from_kubeconfig(Path(emulator.kubeconfig))
-    running = Kubelets(kube, spec, PluginConfig(allocate_latency=0.0, workers=2)).start()
-    running.informer.synced.wait(30)
-    yield running
-    running.stop()
 
 
 def test_neuron_amd_vastai_biren_are_scheduled_and_allocated(

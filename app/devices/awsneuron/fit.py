@@ -8,13 +8,12 @@ ever given twice and a device never has more holders than cores.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app.core import reasons as r
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage
-from app.core.policy import MUTEX, policy_contains
 from app.core.vendor import FitContext, FitOutcome
+from app.devices.common import slots
 from app.devices.common.selectors import uuid_allowed
 
 VENDOR = "AWSNeuron"
@@ -53,35 +52,28 @@ def _taken(device: DeviceUsage, mask: int) -> ContainerDevice:
     return ContainerDevice(device.id, VENDOR, 0, mask, idx=device.index, custom=((CORES, str(device.count)),))
 
 
+def _neuron_type(annotations: Mapping[str, str], device: DeviceUsage) -> bool:
+    return VENDOR in device.type  # HAMi: `strings.Contains(dev.Type, k.Type)`
+
+
+RULES = slots.SlotRules(VENDOR, USE_UUID, NOUSE_UUID, type_check=_neuron_type)
+
+
 def one_device(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
     """One device: from the end, the first that passes health, type, UUID, slots, mutex and free cores
     (no AllocatedCardsInsufficientRequest on failure, as HAMi)."""
-    mutex = policy_contains(ctx.policy, MUTEX)
-    counts: Counter[str] = Counter()
-    for i in range(len(devices) - 1, -1, -1):
-        d = devices[i]
-        if not d.health:
-            counts[r.CARD_NOT_HEALTH] += 1
-            continue
-        if VENDOR not in d.type or request.type != VENDOR:
-            counts[r.CARD_TYPE_MISMATCH] += 1
-            continue
-        if not uuid_allowed(ctx.pod_annotations, USE_UUID, NOUSE_UUID, d.id):
-            counts[r.CARD_UUID_MISMATCH] += 1
-            continue
-        if d.count <= d.used:
-            counts[r.CARD_TIME_SLICING_EXHAUSTED] += 1
-            continue
-        if mutex and d.used > 0:
-            counts[r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT] += 1
-            continue
-        width = popcount(d.totalcore)
+
+    def cores(device: DeviceUsage) -> str | ContainerDevice:
+        width = popcount(device.totalcore)
         need = width if request.mem_percentage == WHOLE else request.coresreq
-        if width - popcount(d.usedcores) < need:
-            counts[r.CARD_INSUFFICIENT_CORE] += 1
-            continue
-        return FitOutcome(True, (_taken(d, claim(d.usedcores, need, width)),))
-    return FitOutcome(False, (), r.gen_reason(counts, len(devices)))
+        if width - popcount(device.usedcores) < need:
+            return r.CARD_INSUFFICIENT_CORE
+        return _taken(device, claim(device.usedcores, need, width))
+
+    found = slots.run(devices, request, ctx, RULES, cores)
+    if found.done:
+        return FitOutcome(True, tuple(found.chosen))
+    return FitOutcome(False, (), r.gen_reason(found.counts, len(devices)))
 
 
 def _free(device: DeviceUsage | None, ctx: FitContext) -> bool:
