@@ -82,6 +82,10 @@ def _vendor(section: str) -> str:
     )
 
 
+_NAMES = (
+    "not converted: `managedResources` follow the vendor's resource names here (HAMi's `customresources` "
+    "list them again)"
+)
 _PLUGIN = "unchanged: HAMi's device plugin and its DaemonSet stay in HAMi's release"
 
 ROWS: tuple[Row, ...] = (
@@ -442,6 +446,25 @@ ROWS: tuple[Row, ...] = (
         DEVICES,
         boolean("devices.mthreads.enabled"),
     ),
+    Row("devices.awsneuron.*", "`devices.awsneuron.*`", _vendor("awsneuron"), DEVICES),
+    Row("devices.amd.*", "`devices.amd.*`", _vendor("amd"), DEVICES),
+    Row(
+        "devices.vastai.enabled",
+        "`devices.vastai.enabled`",
+        "its device-config section and `vastaitech.com/va` in `managedResources`",
+        DEVICES,
+        boolean("devices.vastai.enabled"),
+    ),
+    Row(
+        "devices.biren.enabled",
+        "`devices.biren.enabled`",
+        "its device-config section and `birentech.com/gpu` in `managedResources`",
+        DEVICES,
+        boolean("devices.biren.enabled"),
+    ),
+    Row("devices.mthreads.*", "`devices.mthreads.resource*Name`", _NAMES, DEVICES),
+    Row("devices.vastai.*", "`devices.vastai.resourceCountName`", _NAMES, DEVICES),
+    Row("devices.biren.*", "`devices.biren.resourceCountName`", _NAMES, DEVICES),
     Row("metaxResource*", "—", _NOT_YET, DEVICES),
     Row("metaxsGPUTopologyAware", "—", _NOT_YET, DEVICES),
     Row("kunlunResourceName", "—", _NOT_YET, DEVICES),

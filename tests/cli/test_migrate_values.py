@@ -174,6 +174,9 @@ def test_every_key_conversion() -> None:
     assert reasons["scheduler.admissionWebhook.reinvocationPolicy"].startswith("our webhook never asks")
     assert v["devices"]["ascend"] == {"enabled": True, "hamiVnpuCore": True}  # Ascend is scheduled here
     assert reasons["devices.ascend.runtimeClassName"].startswith("not converted")
+    assert v["devices"]["vastai"] == {"enabled": False} and v["devices"]["biren"] == {"enabled": False}
+    assert reasons["devices.awsneuron.customresources"].startswith("not converted")
+    assert reasons["devices.kunlun.enabled"].startswith("no equivalent yet")
 
 
 @pytest.mark.parametrize(
