@@ -32,8 +32,9 @@ DEVICE_CONFIG = {
 
 
 def run(command: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command with JSON output (text is the default)."""
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", command, *args],
+        [sys.executable, "-m", "app.cli", command, *args, "--output", "json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
