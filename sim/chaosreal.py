@@ -35,6 +35,7 @@ from sim.workload import DEMO_LABEL, demo_pods
 
 SELECTOR = f"{DEMO_LABEL}=true"
 INFLIGHT_TTL = 60.0
+CONTAINER_BACKOFF = 10.0  # kubelet's first back-off before restarting an exited container
 VERDICT_ZEROS = ("pods_lost", "oversubscribed_devices", "leaked_locks", "cache_rebuild_mismatches")
 
 
@@ -66,7 +67,13 @@ def create_retrying(stack: Stack, pod: dict[str, Any], timeout: float = 120.0) -
 
 
 class Disruptor:
-    """Runs the disruptions at their pod counts; replica restarts happen later in timer threads."""
+    """Runs the disruptions at their pod counts; replica restarts happen later in timer threads.
+
+    It is also the kubelet of the chart's kube-scheduler containers (restartPolicy Always): kube-scheduler
+    exits by design when it cannot renew its Lease within renewDeadline ("Leaderelection lost"), which an
+    API server restart longer than that causes; a real kubelet starts the container again, so the storm
+    does too (after `CONTAINER_BACKOFF`, kubelet's first crash-loop delay), and records it. Without this a
+    slow restart on a loaded machine left no kube-scheduler running and the run waited out its timeout."""
 
     def __init__(self, stack: Stack, args: argparse.Namespace) -> None:
         self.stack = stack
@@ -74,6 +81,40 @@ class Disruptor:
         self.log: list[dict[str, Any]] = []
         self.timers: list[threading.Timer] = []
         self.failovers: list[float] = []
+        self.down: set[str] = set()  # kube-schedulers of killed replicas: their timer restarts them
+        self.restarts: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._kubelet = threading.Thread(target=self._restart_exited, name="chaos-kubelet", daemon=True)
+        self._kubelet.start()
+
+    def _restart_exited(self) -> None:
+        control = self.stack.control_plane
+        assert control is not None
+        exited_at: dict[str, float] = {}
+        while not self._stop.wait(0.5):
+            for name, process in control.processes().items():
+                if not name.startswith("scheduler") or process.alive():
+                    exited_at.pop(name, None)
+                    continue
+                with self._lock:  # not while its replica is down: the replica's timer restarts it
+                    if name in self.down:
+                        exited_at.pop(name, None)
+                        continue
+                    since = exited_at.setdefault(name, time.monotonic())
+                    if time.monotonic() - since < CONTAINER_BACKOFF:
+                        continue
+                    reason = process.log_tail(1).strip()[-160:]
+                    self.restarts.append(
+                        {
+                            "process": name,
+                            "pid": process.pid,
+                            "exit_code": process.returncode,
+                            "reason": reason,
+                        }
+                    )
+                    control.restart(name)
+                    exited_at.pop(name, None)
 
     def plan(self, pods: int) -> dict[int, str]:
         steps = ["kill-leader"] * self.args.kill_leader + ["restart-etcd", "restart-apiserver"]
@@ -88,7 +129,9 @@ class Disruptor:
             if index is None:
                 self.log.append({"action": action, "skipped": "no Ready replica"})
                 return
-            kill_replica(self.stack, index)
+            with self._lock:
+                self.down.add(f"scheduler{replica_suffix(index)}")
+                kill_replica(self.stack, index)
             timer = threading.Timer(self.args.restart_delay, self._restart_replica, args=(index,))
             timer.start()
             self.timers.append(timer)
@@ -112,11 +155,15 @@ class Disruptor:
         self.stack.restart(f"extender{suffix}")
         self.stack.restart(f"service{suffix}")
         assert self.stack.control_plane is not None
-        self.stack.control_plane.restart(f"scheduler{suffix}")
+        with self._lock:
+            self.stack.control_plane.restart(f"scheduler{suffix}")
+            self.down.discard(f"scheduler{suffix}")
 
     def close(self) -> None:
         for timer in self.timers:
             timer.join()
+        self._stop.set()
+        self._kubelet.join()
 
 
 def settled(kube: Kube, expected: int) -> bool:
@@ -176,6 +223,7 @@ def storm(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
         "disruptions": disruptor.log,
         "leader_kills": sum(1 for d in disruptor.log if d["action"] == "kill-leader" and "skipped" not in d),
         "leader_failovers": len(disruptor.failovers),
+        "container_restarts": disruptor.restarts,
         "failover_max_s": max(disruptor.failovers, default=None),
         "storm_seconds": round(time.monotonic() - began, 2),
     }
