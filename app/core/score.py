@@ -47,8 +47,9 @@ def device_score(device: DeviceUsage, requests: ContainerRequests, weights: Scor
             continue
         request = i32(request + 1)
         core = i32(core + r.coresreq)
-        if r.mem_percentage not in (0, PERCENT_UNSET):
-            mem = i32(mem + i32(device.totalmem * r.mem_percentage // 100))
+        if r.mem_percentage not in (0, PERCENT_UNSET):  # Enflame DRS sends -1: Go truncates toward 0
+            share = abs(device.totalmem * r.mem_percentage) // 100
+            mem = i32(mem + i32(share if device.totalmem * r.mem_percentage >= 0 else -share))
         else:
             mem = i32(mem + r.memreq)
     used = _ratio(i32(request + device.used), device.count)

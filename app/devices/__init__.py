@@ -28,7 +28,11 @@ from app.devices.awsneuron import AwsNeuron, parse_awsneuron_config
 from app.devices.biren import Biren, parse_biren_config
 from app.devices.cambricon import Cambricon, parse_cambricon_config
 from app.devices.common.config import DeviceConfigError
+from app.devices.enflame import enflame_vendors
 from app.devices.hygon import Hygon, parse_hygon_config
+from app.devices.iluvatar import iluvatar_vendors
+from app.devices.kunlun import kunlun_vendors
+from app.devices.metax import metax_vendors
 from app.devices.mthreads import Mthreads, parse_mthreads_config
 from app.devices.nvidia import Nvidia, parse_nvidia_config
 from app.devices.vastai import Vastai, parse_vastai_config
@@ -60,34 +64,40 @@ REGISTRY: tuple[Family, ...] = (
     Family("NVIDIA", "nvidia", _one(lambda s: Nvidia(parse_nvidia_config(s))), always=True),
     Family("Cambricon MLU", "cambricon", _one(lambda s: Cambricon(parse_cambricon_config(s)))),
     Family("Hygon DCU", "hygon", _one(lambda s: Hygon(parse_hygon_config(s)))),
+    # --- vendors2: Enflame (V§2.9) ---
     Family(
-        "Enflame GCU",
+        "Enflame",
         "enflame",
-        None,
+        enflame_vendors,
+        always=True,  # DRS names have built-in defaults in HAMi: DRS pods are served without a section
         resources=(
             "enflame.com/gcu",
             "enflame.com/drs-gcu",
             "enflame.com/gcu-memory",
             "enflame.com/gcu-core",
         ),
+        count_keys=("resourceNameGCU",),
     ),
     Family("Moore Threads", "mthreads", _one(lambda s: Mthreads(parse_mthreads_config(s)))),
+    # --- vendors2: Metax (V§2.4, §2.5), Kunlunxin (V§2.8) ---
     Family(
         "Metax",
         "metax",
-        None,
+        metax_vendors,
         resources=(
             "metax-tech.com/gpu",
             "metax-tech.com/sgpu",
             "metax-tech.com/vmemory",
             "metax-tech.com/vcore",
         ),
+        count_keys=("resourceCountName", "resourceVCountName"),
     ),
     Family(
         "Kunlunxin",
         "kunlun",
-        None,
+        kunlun_vendors,
         resources=("kunlunxin.com/xpu", "kunlunxin.com/vxpu", "kunlunxin.com/vxpu-memory"),
+        count_keys=("resourceCountName", "resourceVCountName"),
     ),
     # --- AWS Neuron, AMD, Vastai, Biren (vendors §2.10-2.13) ---
     Family("AWS Neuron", "awsneuron", _one(lambda s: AwsNeuron(parse_awsneuron_config(s)))),
@@ -96,10 +106,11 @@ REGISTRY: tuple[Family, ...] = (
     Family("Biren", "biren", _one(lambda s: Biren(parse_biren_config(s)))),
     # --- end AWS Neuron, AMD, Vastai, Biren ---
     Family("Huawei Ascend", "vnpus", ascend_vendors, flag="ascend"),
+    # --- vendors2: Iluvatar (V§2.6) ---
     Family(
         "Iluvatar",
         "iluvatars",
-        None,
+        iluvatar_vendors,
         flag="iluvatar",
         resources=tuple(
             f"iluvatar.ai/{chip}{suffix}"
@@ -160,33 +171,40 @@ def build_vendors(
     return tuple(vendors)
 
 
+def _names(vendors: tuple[Vendor, ...]) -> list[str]:
+    return [
+        name
+        for vendor in vendors
+        for name in (vendor.resources.count, vendor.resources.memory, vendor.resources.cores)
+        if name
+    ]
+
+
 def disabled_resources(
     device_config: Mapping[str, Any] | None, flags: frozenset[str] | None = None
 ) -> dict[str, str]:
     """Resource name -> why no vendor here serves it, for every family that is not enabled (or not
-    implemented) under this configuration: its chart default names."""
+    implemented) under this configuration: its chart default names. An enabled family whose section
+    leaves one of its backends out (Metax without `resourceVCountName`, Enflame without
+    `resourceNameGCU`) lists that backend's chart names too."""
     sections = _sections(device_config)
     result: dict[str, str] = {}
     for family in REGISTRY:
-        on = enabled(family, sections, flags)
-        if on and family.build is not None:
-            continue
         if family.build is None:
             why = f"{family.name} devices are not supported by this scheduler yet"
-            names: tuple[str, ...] = family.resources
+            result.update(dict.fromkeys(family.resources, why))
+            continue
+        if enabled(family, sections, flags):
+            served = set(_names(family.build(sections.get(family.section))))
+            why = f"{family.name} is not enabled for it (device config: the {family.section!r} section)"
+            result.update(dict.fromkeys((n for n in family.resources if n not in served), why))
+            continue
+        if family.flag and flags is not None:
+            switch = f"HAMI_ENABLE_{family.flag.upper()}"
         else:
-            if family.flag and flags is not None:
-                switch = f"HAMI_ENABLE_{family.flag.upper()}"
-            else:
-                switch = f"the {family.section!r} section"
-            why = f"{family.name} is not enabled (device config: {switch})"
-            names = tuple(
-                name
-                for vendor in family.build(None)
-                for name in (vendor.resources.count, vendor.resources.memory, vendor.resources.cores)
-                if name
-            )
-        result.update(dict.fromkeys(names, why))
+            switch = f"the {family.section!r} section"
+        why = f"{family.name} is not enabled (device config: {switch})"
+        result.update(dict.fromkeys(family.resources or _names(family.build(None)), why))
     return result
 
 

@@ -121,9 +121,9 @@ def test_invalid_config(section: Any, message: str) -> None:
 
 
 def test_build_vendors() -> None:
-    (vendor,) = build_vendors(None)
+    vendor = build_vendors(None)[0]  # then Enflame DRS, which HAMi always serves (vendors §1.2)
     assert isinstance(vendor, Nvidia) and vendor.config == NvidiaConfig()
-    (custom,) = build_vendors({"nvidia": {"resourceCountName": "hami.io/gpu"}, "cambricon": {"x": 1}})
+    custom = build_vendors({"nvidia": {"resourceCountName": "hami.io/gpu"}, "cambricon": {"x": 1}})[0]
     assert isinstance(custom, Nvidia) and custom.resources.count == "hami.io/gpu"
     with pytest.raises(DeviceConfigError, match="expected a mapping of vendor sections"):
         build_vendors(["nvidia"])  # type: ignore[arg-type]

@@ -1,0 +1,158 @@
+"""One Iluvatar chip type (reference vendors §2.6, quirks §3.6): HAMi's `IluvatarDevices` for one
+`iluvatars[]` entry, keyed by its common word (e.g. `BI-V150`).
+
+Devices come from `hami.io/node-<cw>-register` in the legacy colon format; health is the generic handshake
+on `hami.io/node-handshake-<cw>` (never removed, §3.6 #1); memory is counted in 256 MiB units (`.vMem`),
+cores default to 0 (a single card without cores shares compute, §3.6 #3); Fit is the template with the
+selectors `hami.io/use-<cw>-uuid` / `hami.io/no-use-<cw>-uuid`; pods take the shared node lock. The webhook
+makes multi-card requests exclusive (`.vCore = count x 100`) and gives the container
+`SOL_CONTINER_NAME=<name>` (HAMi's spelling, §3.6 #2, kept: the device plugin reads it).
+
+Differences (docs/compatibility.md): a negative count, a non-integer or out-of-range memory and a
+non-integer core value are refused instead of dropped or zeroed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.core import codec, health, quantity
+from app.core.health import Health, Reported
+from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.vendor import (
+    SHARED_LOCK,
+    AnnotationContext,
+    Discovery,
+    FitContext,
+    FitOutcome,
+    InvalidRequest,
+    LockSpec,
+    NodeView,
+    ResourceNames,
+)
+from app.devices.common import requests, template
+from app.devices.common.base import VendorDefaults, device_lists
+from app.devices.common.nodes import allocatable_count
+from app.devices.iluvatar.config import CHART_CHIPS, IluvatarChip, parse_iluvatar_config
+
+MEMORY_FACTOR = 256  # one vMem unit is 256 MiB
+CONTAINER_ENV = "SOL_CONTINER_NAME"  # sic: HAMi's name, which the device plugin reads
+INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
+
+
+@dataclass(frozen=True, slots=True)
+class Iluvatar(VendorDefaults):
+    chip: IluvatarChip = field(default_factory=lambda: CHART_CHIPS[2])
+
+    @property
+    def key(self) -> str:
+        return self.chip.common_word
+
+    @property
+    def register(self) -> str:
+        return f"hami.io/node-{self.key}-register"
+
+    @property
+    def resources(self) -> ResourceNames:
+        c = self.chip
+        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
+
+    @property
+    def memory_factor(self) -> int:
+        return MEMORY_FACTOR
+
+    @property
+    def allocated_annotation(self) -> str:
+        return f"hami.io/{self.key}-devices-allocated"
+
+    @property
+    def to_allocate_annotation(self) -> str:
+        return f"hami.io/{self.key}-devices-to-allocate"
+
+    @property
+    def handshake_annotation(self) -> str:
+        return f"hami.io/node-handshake-{self.key}"
+
+    @property
+    def source(self) -> str:
+        return self.register
+
+    @property
+    def lock(self) -> LockSpec:
+        return SHARED_LOCK
+
+    @property
+    def pod_annotation_keys(self) -> tuple[str, ...]:
+        return (self.to_allocate_annotation, self.allocated_annotation)
+
+    @property
+    def rules(self) -> template.Rules:
+        return template.Rules(self.key, f"hami.io/use-{self.key}-uuid", f"hami.io/no-use-{self.key}-uuid")
+
+    def registered(self, node: NodeView) -> bool:
+        return self.register in node.annotations
+
+    def discover(self, node: NodeView) -> Discovery:
+        """HAMi `GetNodeDevices`: the colon format; `:` alone decodes to nothing (`no gpu found on node`)."""
+        devices = codec.decode_register_legacy(node.annotations[self.register], self.key)
+        if not devices:
+            raise codec.CodecError("no gpu found on node")
+        return Discovery(devices)
+
+    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
+        count = self.chip.resource_count_name
+        value = node.annotations.get(self.handshake_annotation)
+        return health.handshake_only(value, allocatable_count(node, count), now, count)
+
+    def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
+        """HAMi `GenerateResourceRequests` (§2.6): memory in 256 MiB units, cores default 0."""
+        c = self.chip
+        nums = requests.count(container, c.resource_count_name)
+        if nums is None:
+            return None
+        units = requests.integer(container, c.resource_memory_name, INT32_MAX // MEMORY_FACTOR, "vMem units")
+        memory = (units or 0) * MEMORY_FACTOR
+        cores = 0
+        raw = requests.lookup(container, c.resource_core_name)
+        if raw is not None:
+            number = quantity.as_int64(raw)
+            if number is None or not INT32_MIN <= number <= INT32_MAX:
+                raise InvalidRequest(
+                    f"invalid {c.resource_core_name} value {requests.show(raw)}: must be a whole number"
+                )
+            cores = number
+        return DeviceRequest(nums, self.key, memory, 100 if memory == 0 else 0, cores)
+
+    def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+        return template.fit(devices, request, ctx, self.rules)
+
+    def pod_annotations(
+        self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
+    ) -> dict[str, str]:
+        return device_lists(devices, self.to_allocate_annotation, self.allocated_annotation)
+
+    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
+        """§2.6 MutateAdmission: more than one card takes them whole (`.vCore = count x 100`); the container
+        gets `SOL_CONTINER_NAME` unless it has it or has no name."""
+        raw = requests.lookup(container, self.chip.resource_count_name, limits_only=True)
+        if raw is None:
+            return False
+        count = quantity.ceil_value(raw) or 0
+        if count > 1:
+            container["resources"]["limits"][self.chip.resource_core_name] = str(count * 100)
+        env = container.get("env")
+        if not isinstance(env, list):
+            env = []
+        name = container.get("name")
+        named = any(isinstance(e, dict) and e.get("name") == CONTAINER_ENV for e in env)
+        if not named and isinstance(name, str) and name:
+            container["env"] = [*env, {"name": CONTAINER_ENV, "value": name}]
+        return True
+
+
+def iluvatar_vendors(config: Any) -> tuple[Iluvatar, ...]:
+    """One vendor per configured chip (HAMi: one backend per `iluvatars[]` entry)."""
+    return tuple(Iluvatar(chip) for chip in parse_iluvatar_config(config))

@@ -1,0 +1,176 @@
+"""Kunlunxin vXPU shares (reference vendors §2.8 `XPU`, quirks §3.8): HAMi's `KunlunVDevices`.
+
+Devices come from `hami.io/node-register-xpu` (JSON DeviceInfo); health is the generic handshake on
+`hami.io/node-handshake-xpu`; pods take the shared node lock. Memory is rounded up to a template (24576,
+49152 or 98304 MiB) by the webhook and by the request, with cores in proportion; a device is shared only by
+vXPUs of one size (`Usedmem / Used == Memreq`, §3.8 #8, kept). Placement uses the interconnect groups of
+whole XPUs (`topology`); the selectors are `hami.io/use-xpu-uuid`/`no-use-xpu-uuid` and
+`baidu.com/use-gpuuuid`/`nouse-gpuuuid`. The filter writes the to-allocate and allocated lists.
+
+Differences (docs/compatibility.md): placement by index, not position; a negative count or memory, or a
+non-integer memory, is refused (HAMi: a zero request, or the smallest template for a negative memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.core import codec, health, quantity
+from app.core.health import Health, Reported
+from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.policy import MUTEX, policy_contains
+from app.core.vendor import (
+    SHARED_LOCK,
+    AnnotationContext,
+    Discovery,
+    FitContext,
+    FitOutcome,
+    LockSpec,
+    NodeView,
+    ResourceNames,
+)
+from app.devices.common import requests
+from app.devices.common.base import VendorDefaults, device_lists
+from app.devices.common.nodes import allocatable_count
+from app.devices.kunlun import topology
+from app.devices.kunlun.config import KunlunConfig
+from app.devices.kunlun.xpu import topology_failure, uuid_fits
+
+VENDOR = "XPU"
+REGISTER = "hami.io/node-register-xpu"
+HANDSHAKE = "hami.io/node-handshake-xpu"
+TO_ALLOCATE = "hami.io/xpu-devices-to-allocate"
+ALLOCATED = "hami.io/xpu-devices-allocated"
+TEMPLATES = (24576, 49152)
+MAX_MEMORY = 98304
+INT32_MAX = 2**31 - 1
+
+
+def trim_memory(memory: int) -> int:
+    """The smallest template holding `memory` MiB (`trimMemory`)."""
+    return next((size for size in TEMPLATES if memory <= size), MAX_MEMORY)
+
+
+def fits_vxpu(device: DeviceUsage, request: DeviceRequest) -> bool:
+    """HAMi `FitVXPU` (with health): room for the template, and only vXPUs of this size on the device."""
+    if not device.health or request.memreq + device.usedmem > device.totalmem:
+        return False
+    return device.used == 0 or device.usedmem // device.used == request.memreq
+
+
+@dataclass(frozen=True, slots=True)
+class KunlunVxpu(VendorDefaults):
+    config: KunlunConfig = field(default_factory=KunlunConfig)
+
+    @property
+    def key(self) -> str:
+        return VENDOR
+
+    @property
+    def resources(self) -> ResourceNames:
+        c = self.config
+        return ResourceNames(c.resource_vcount_name, c.resource_vmemory_name)
+
+    @property
+    def memory_factor(self) -> int:
+        return 0
+
+    @property
+    def allocated_annotation(self) -> str:
+        return ALLOCATED
+
+    @property
+    def to_allocate_annotation(self) -> str:
+        return TO_ALLOCATE
+
+    @property
+    def handshake_annotation(self) -> str:
+        return HANDSHAKE
+
+    @property
+    def source(self) -> str:
+        return REGISTER
+
+    @property
+    def lock(self) -> LockSpec:
+        return SHARED_LOCK
+
+    @property
+    def pod_annotation_keys(self) -> tuple[str, ...]:
+        return (TO_ALLOCATE, ALLOCATED)
+
+    def registered(self, node: NodeView) -> bool:
+        return REGISTER in node.annotations
+
+    def discover(self, node: NodeView) -> Discovery:
+        devices = codec.decode_register_json(node.annotations[REGISTER], VENDOR)
+        if not devices:
+            raise codec.CodecError("no device found on node")
+        return Discovery(devices)
+
+    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
+        count = self.config.resource_vcount_name
+        return health.handshake_only(
+            node.annotations.get(HANDSHAKE), allocatable_count(node, count), now, count
+        )
+
+    def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
+        """§2.8: the memory template (limits, else requests) and cores in proportion; no memory: the whole
+        device (98304 MiB, 100 cores, 100%)."""
+        c = self.config
+        nums = requests.count(container, c.resource_vcount_name)
+        if nums is None:
+            return None
+        memory = requests.integer(container, c.resource_vmemory_name, INT32_MAX, "MiB")
+        if memory is None:
+            return DeviceRequest(nums, VENDOR, MAX_MEMORY, 100, 100)
+        size = trim_memory(memory)
+        return DeviceRequest(nums, VENDOR, size, 0, size * 100 // MAX_MEMORY)
+
+    def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
+        """§2.8 vXPU Fit: devices that pass both selector pairs and `FitVXPU` (and are idle under the
+        `mutex` policy), placed by `topology.select`."""
+        notes = ctx.pod_annotations
+        mutex = policy_contains(ctx.policy, MUTEX)
+
+        def fits(d: DeviceUsage) -> bool:
+            return uuid_fits(notes, d) and fits_vxpu(d, request) and not (mutex and d.used > 0)
+
+        chosen = topology.select(devices, request.nums, fits)
+        if chosen:
+            return FitOutcome(
+                True,
+                tuple(
+                    ContainerDevice(d.id, VENDOR, request.memreq, request.coresreq, idx=d.index)
+                    for d in chosen
+                ),
+            )
+        conflicts = 0
+        if mutex:
+            conflicts = sum(
+                1 for d in devices if d.used > 0 and uuid_fits(notes, d) and fits_vxpu(d, request)
+            )
+        return topology_failure(devices, notes, conflicts)
+
+    def pod_annotations(
+        self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
+    ) -> dict[str, str]:
+        return device_lists(devices, TO_ALLOCATE, ALLOCATED)
+
+    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
+        """§2.8 MutateAdmission: a vXPU memory limit is replaced, in limits and requests, by its template."""
+        c = self.config
+        if requests.lookup(container, c.resource_vcount_name, limits_only=True) is None:
+            return False
+        memory = requests.lookup(container, c.resource_vmemory_name, limits_only=True)
+        if memory is not None:
+            size = str(trim_memory(quantity.ceil_value(memory) or 0))
+            resources = container["resources"]
+            resources["limits"][c.resource_vmemory_name] = size
+            if not isinstance(resources.get("requests"), dict):
+                resources["requests"] = {}
+            resources["requests"][c.resource_vmemory_name] = size
+        return True
