@@ -41,7 +41,7 @@ from sim.apiserver.deferred import Deferred
 from sim.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
 from sim.migplugin import MigError, MigInstances
 from sim.nodes import GPU_RESOURCE, ClusterSpec, NodeSpec
-from sim.vendorplugins import AllocateError, DsmluPlugin, MthreadsPlugin, NeuronPlugin, Plugin
+from sim.vendorplugins import PLUGINS, AllocateError, Plugin
 from sim.vendors import VendorPart
 
 logger = logging.getLogger(__name__)
@@ -259,12 +259,9 @@ class Kubelets:
         for spec in cluster.nodes:
             plugins: dict[str, Plugin] = {GPU_RESOURCE: self.plugins[spec.name]} if spec.devices else {}
             for part in spec.parts:
-                if part.plugin == "dsmlu":
-                    plugins[part.resource] = DsmluPlugin(kube, spec.name, part)
-                elif part.plugin == "mthreads":
-                    plugins[part.resource] = MthreadsPlugin(kube, spec.name, part)
-                elif part.plugin == "neuron":
-                    plugins[part.resource] = NeuronPlugin(kube, spec.name, part)
+                factory = PLUGINS.get(part.plugin)
+                if factory is not None:
+                    plugins[part.resource] = factory(kube, spec.name, part)
                 else:
                     plugins[part.resource] = DevicePlugin(
                         kube, spec, self.stats, latency, part=part, words=words

@@ -43,6 +43,23 @@ MANAGED_RESOURCES = (  # as the chart lists them (helm/hami-scheduler values: ku
     "amd.com/gpucores",
     "vastaitech.com/va",
     "birentech.com/gpu",
+    # Metax, Enflame, Kunlunxin, Iluvatar: every name, as HAMi's chart (vendors §1.3)
+    "metax-tech.com/gpu",
+    "metax-tech.com/sgpu",
+    "metax-tech.com/vcore",
+    "metax-tech.com/vmemory",
+    "enflame.com/drs-gcu",
+    "enflame.com/gcu-memory",
+    "enflame.com/gcu-core",
+    "enflame.com/gcu",
+    "kunlunxin.com/xpu",
+    "kunlunxin.com/vxpu",
+    "kunlunxin.com/vxpu-memory",
+    *(
+        f"iluvatar.ai/{chip}{s}"
+        for chip in ("MR-V100", "MR-V50", "BI-V150", "BI-V100")
+        for s in ("-vgpu", ".vMem", ".vCore")
+    ),
     *(name for c in CHART_CHIPS for name in (c.resource_name, c.resource_memory_name, c.resource_core_name)),
 )
 

@@ -28,6 +28,7 @@ from app.core.model import ContainerDevices, DeviceInfo
 from app.devices import build_vendors
 from sim import podutil
 from sim.nodes import ZONE_LABEL
+from sim.vendors import VENDORS2_SECTIONS
 from sim.workload import KIND_LABEL
 
 LOCK = "hami.io/mutex.lock"
@@ -41,8 +42,9 @@ VENDORS = build_vendors(
         "amd": {"resourceCountName": "amd.com/gpu"},
         "vastai": {"resourceCountName": "vastaitech.com/va"},
         "biren": {"resourceCountName": "birentech.com/gpu"},
+        **VENDORS2_SECTIONS,
     },
-    frozenset({"ascend"}),
+    frozenset({"ascend", "iluvatar"}),
 )
 ALLOCATED_BY_VENDOR = {v.key: v.allocated_annotation for v in VENDORS}
 LOCKS = frozenset(spec.annotation for v in VENDORS if (spec := v.lock) is not None)

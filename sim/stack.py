@@ -24,7 +24,7 @@ import yaml
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
 from sim.kube import Kube, pool_manager
 from sim.processes import ChildProcess, start_process
-from sim.vendors import parse_vendors
+from sim.vendors import VENDORS2_SECTIONS, parse_vendors
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -233,12 +233,17 @@ def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
     ):
         if part in parts:
             sections[section] = {"resourceCountName": count}
+    for section, values in VENDORS2_SECTIONS.items():  # vendors2: Metax, Kunlunxin, Enflame
+        if any(part.startswith(section) for part in parts):
+            sections[section] = dict(values)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "device-config.yaml"
     path.write_text(yaml.safe_dump(sections), encoding="utf-8")
     env = {"HAMI_DEVICE_CONFIG_FILE": str(path)}
     if any(part.startswith("ascend") for part in parts):
         env["HAMI_ENABLE_ASCEND"] = "true"  # the chart's seven chips (devices.ascend.enabled)
+    if "iluvatar" in parts:
+        env["HAMI_ENABLE_ILUVATAR"] = "true"  # the chart's four chips (devices.iluvatar.enabled)
     return env
 
 

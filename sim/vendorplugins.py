@@ -12,12 +12,21 @@
   `NEURON_ALLOC_TIME` first), hands each container the next ids of `AWS_NEURON_IDS` (device indexes, or core
   ids when `NEURON_RESOURCE_TYPE` names the core resource), checks they exist on the node, and sets
   `NEURON_ALLOCATED: "true"` once every id is handed out.
-HAMi's own protocol (NVIDIA, Ascend, Hygon, AMD, Vastai, Biren) is sim.deviceplugin.DevicePlugin.
+- Kunlunxin's XPU plugin (§2.8, *not verified*): it serves the pending pod bound to its node whose
+  `BAIDU_COM_DEVICE_IDX` names its cards (the oldest bind first), one per Allocate, and checks the count.
+- Enflame's DRS plugin (§2.9, *not verified*): it serves the pending pod on its node with
+  `enflame.com/gcu-assigned: "false"` (the oldest `gcu-assigned-time` first), marks the first container
+  entry of `assigned-containers` asking this many slices allocated, and sets `gcu-assigned: "true"` once
+  every entry is.
+HAMi's own protocol (NVIDIA, Ascend, Hygon, AMD, Vastai, Biren, Iluvatar, Metax, Kunlun vXPU, Enflame GCU) is
+sim.deviceplugin.DevicePlugin; `PLUGINS` maps a part's `plugin` to the others.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sim import podutil
@@ -151,3 +160,100 @@ class NeuronPlugin:
     def forget(self, uid: str) -> None:
         with self._lock:
             self._given.pop(uid, None)
+
+
+# --- vendors2: Kunlunxin XPU, Enflame DRS ---
+DEVICE_IDX = "BAIDU_COM_DEVICE_IDX"
+ASSIGNED_NODE, BIND_TIME = "hami.io/vgpu-node", "hami.io/bind-time"
+GCU_ASSIGNED, GCU_TIME, GCU_INDEX, CONTAINERS = (
+    "enflame.com/gcu-assigned",
+    "enflame.com/gcu-assigned-time",
+    "enflame.com/gcu-assigned-index",
+    "assigned-containers",
+)
+
+
+class KunlunPlugin:
+    def __init__(self, kube: Kube, node: str, part: VendorPart) -> None:
+        self.kube, self.node, self.cards = kube, node, len(part.devices)
+        self._served: set[str] = set()
+        self._lock = threading.Lock()
+
+    def allocate(self, requested: int) -> tuple[Obj, int | None]:
+        with self._lock:
+            waiting = [
+                p
+                for p in _pending_on(self.kube, self.node)
+                if DEVICE_IDX in podutil.annotations_of(p)
+                and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
+                and podutil.uid(p) not in self._served
+            ]
+            if not waiting:
+                raise AllocateError(f"no pod waits for a Kunlunxin XPU on node {self.node}")
+            pod = min(waiting, key=lambda p: podutil.annotations_of(p).get(BIND_TIME, ""))
+            indexes = podutil.annotations_of(pod)[DEVICE_IDX].split(",")
+            if not all(i.isdigit() and int(i) < self.cards for i in indexes):
+                raise AllocateError(f"invalid {DEVICE_IDX} {indexes!r} on node {self.node}")
+            if len(indexes) != requested:
+                raise AllocateError(
+                    f"device number not matched: annotation has {len(indexes)}, request has {requested}"
+                )
+            self._served.add(podutil.uid(pod))
+        return pod, None
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._served.discard(uid)
+
+
+class DrsPlugin:
+    def __init__(self, kube: Kube, node: str, part: VendorPart) -> None:
+        self.kube, self.node, self.gcus = kube, node, len(part.devices)
+        self._lock = threading.Lock()
+
+    def allocate(self, requested: int) -> tuple[Obj, int | None]:
+        with self._lock:
+            waiting = [
+                p
+                for p in _pending_on(self.kube, self.node)
+                if podutil.annotations_of(p).get(GCU_ASSIGNED) == "false"
+                and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
+            ]
+            if not waiting:
+                raise AllocateError(f"no pod waits for an Enflame DRS partition on node {self.node}")
+            pod = min(waiting, key=lambda p: int(podutil.annotations_of(p).get(GCU_TIME, "0") or 0))
+            notes = podutil.annotations_of(pod)
+            try:
+                entries = json.loads(notes.get(CONTAINERS, ""))
+            except ValueError:
+                raise AllocateError(f"invalid {CONTAINERS} on pod {podutil.key(pod)}") from None
+            index = notes.get(GCU_INDEX, "")
+            if not index.isdigit() or int(index) >= self.gcus:
+                raise AllocateError(f"invalid {GCU_INDEX} {index!r} on node {self.node}")
+            entry = next(
+                (e for e in entries.values() if not e.get("allocated") and e.get("request") == requested),
+                None,
+            )
+            if entry is None:
+                raise AllocateError(f"no container of {podutil.key(pod)} asks {requested} slices")
+            entry["allocated"] = True
+            done = all(e.get("allocated") for e in entries.values())
+            patch = {CONTAINERS: json.dumps(entries, separators=(",", ":"), sort_keys=True)}
+            if done:
+                patch[GCU_ASSIGNED] = "true"
+            path = pod_path(podutil.namespace(pod), podutil.name(pod))
+            self.kube.patch(path, {"metadata": {"annotations": patch}})
+        return pod, None
+
+    def forget(self, uid: str) -> None:
+        return None
+
+
+# the plugins that do not follow HAMi's protocol, by VendorPart.plugin
+PLUGINS: dict[str, Callable[[Kube, str, VendorPart], Plugin]] = {
+    "dsmlu": DsmluPlugin,
+    "mthreads": MthreadsPlugin,
+    "neuron": NeuronPlugin,
+    "kunlun": KunlunPlugin,
+    "enflame-drs": DrsPlugin,
+}

@@ -17,6 +17,13 @@ A simulated node is NVIDIA GPUs (sim.nodes) plus any of these parts (`--vendors`
   `amd.com/gpu`;
 - `vastai`: `hami.io/node-va-register` JSON with four dies on two cards (`custominfo` `DeviceStrategy: die`,
   `AIC`, §2.12) and the handshake; `biren`: `hami.io/node-biren-register` with four GPUs (§2.13).
+- `metax`: capacity `metax-tech.com/gpu` and Metax's topology tables `metax-tech.com/gpu.topology.losses` /
+  `.scores`; `metax-sgpu`: Metax's `metax-tech.com/node-gpu-devices` JSON (two MetaLink zones),
+  allocatable `metax-tech.com/sgpu`; `iluvatar`: `hami.io/node-BI-V150-register` (colon format);
+  `kunlun`: capacity `kunlunxin.com/xpu` (8 cards); `kunlun-vxpu`: `hami.io/node-register-xpu` (JSON);
+  `enflame`: capacity `enflame.com/gcu`; `enflame-drs`: `enflame.com/gcu-drs-capacity` (4 GCUs of 6
+  slices, profiles 1g.6gb / 3g.20gb / 6g.40gb), allocatable `enflame.com/drs-gcu` (reference vendors
+  §2.4-§2.9).
 Each part also carries the devices as the scheduler will discover them (for the demo's verdict).
 Plugins other than Ascend's were not read for the reference; their annotations follow what HAMi writes.
 """
@@ -28,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.codec import encode_register_legacy
+from app.core.codec import encode_register_json, encode_register_legacy
 from app.core.model import DeviceInfo
 
 
@@ -43,7 +50,7 @@ class VendorPart:
     annotations: dict[str, str] = field(default_factory=dict)
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
-    plugin: str = "hami"  # hami (lock + to-allocate), dsmlu (Cambricon), mthreads, neuron
+    plugin: str = "hami"  # hami (lock + to-allocate), or a PLUGINS key of sim.vendorplugins
     to_allocate: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     other_resources: tuple[str, ...] = ()  # more resources the same plugin allocates (neuroncore)
@@ -246,6 +253,174 @@ def _biren(node: str) -> VendorPart:
 
 
 # --- end AWS Neuron, AMD, Vastai, Biren ---
+# --- vendors2: Metax, Iluvatar, Kunlunxin, Enflame ---
+
+
+def _capacity_part(
+    kind: str, key: str, resource: str, devices: tuple[DeviceInfo, ...], **kw: Any
+) -> VendorPart:
+    capacity = {resource: str(len(devices))}
+    return VendorPart(kind, key, resource, devices, capacity=capacity, allocatable=dict(capacity), **kw)
+
+
+def _metax(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-metax-{i}", i, 1, 65536, 100, "Metax-GPU", 0, "", True, "Metax-GPU")
+        for i in range(4)
+    )
+    tables = {
+        "metax-tech.com/gpu.topology.losses": '{"1":0,"2":10,"3":40,"4":20}',
+        "metax-tech.com/gpu.topology.scores": '{"1":100,"2":90,"3":60,"4":80}',
+    }
+    return _capacity_part(
+        "metax",
+        "Metax-GPU",
+        "metax-tech.com/gpu",
+        devices,
+        annotations=tables,
+        to_allocate="hami.io/metax-gpu-devices-to-allocate",
+    )
+
+
+def _metax_sgpu(node: str) -> VendorPart:
+    zones = (1, 1, 2, 2)
+    devices = tuple(
+        DeviceInfo(
+            f"{node}-sgpu-{i}",
+            i,
+            16,
+            32768,
+            100,
+            "Metax-SGPU",
+            0,
+            "",
+            True,
+            "Metax-SGPU",
+            custom={"QosPolicy": "", "Model": "C500", "LinkZone": zone},
+        )
+        for i, zone in enumerate(zones)
+    )
+    register = [
+        {
+            "uuid": d.id,
+            "model": "C500",
+            "totalDevCount": 16,
+            "totalCompute": 100,
+            "totalVRam": 32768,
+            "numa": 0,
+            "healthy": True,
+            "linkZone": z,
+        }
+        for d, z in zip(devices, zones, strict=True)
+    ]
+    return VendorPart(
+        kind="metax-sgpu",
+        key="Metax-SGPU",
+        resource="metax-tech.com/sgpu",
+        devices=devices,
+        annotations={"metax-tech.com/node-gpu-devices": json.dumps(register, separators=(",", ":"))},
+        allocatable={"metax-tech.com/sgpu": str(16 * len(devices))},
+        to_allocate="hami.io/metax-sgpu-devices-to-allocate",
+    )
+
+
+def _iluvatar(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-BI-{i}", i, 4, 32768, 100, "BI-V150", 0, "hami-core", True, "BI-V150")
+        for i in range(4)
+    )
+    return VendorPart(
+        kind="iluvatar",
+        key="BI-V150",
+        resource="iluvatar.ai/BI-V150-vgpu",
+        devices=devices,
+        annotations={"hami.io/node-BI-V150-register": encode_register_legacy(devices)},
+        allocatable={"iluvatar.ai/BI-V150-vgpu": "16"},
+        to_allocate="hami.io/BI-V150-devices-to-allocate",
+    )
+
+
+def _kunlun(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-kunlun-{i}", i, 100, 98304, 100, "kunlun", int(i >= 4), "", True, "kunlun")
+        for i in range(8)
+    )
+    return _capacity_part("kunlun", "kunlun", "kunlunxin.com/xpu", devices, plugin="kunlun")
+
+
+def _kunlun_vxpu(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-xpu-{i}", i, 4, 98304, 100, "XPU", 0, "", True, "XPU") for i in range(8)
+    )
+    return VendorPart(
+        kind="kunlun-vxpu",
+        key="XPU",
+        resource="kunlunxin.com/vxpu",
+        devices=devices,
+        annotations={"hami.io/node-register-xpu": encode_register_json(devices)},
+        allocatable={"kunlunxin.com/vxpu": "32"},
+        to_allocate="hami.io/xpu-devices-to-allocate",
+    )
+
+
+def _enflame(node: str) -> VendorPart:
+    devices = tuple(
+        DeviceInfo(f"{node}-GCU-{i}", i, 1, 100, 100, "GCU", 0, "", True, "GCU") for i in range(4)
+    )
+    return _capacity_part(
+        "enflame", "GCU", "enflame.com/gcu", devices, to_allocate="hami.io/enflame-gcu-devices-to-allocate"
+    )
+
+
+def _enflame_drs(node: str) -> VendorPart:
+    profiles = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
+    devices = tuple(
+        DeviceInfo(
+            f"{node}-enflame-drs-{i}",
+            i,
+            6,
+            40960,
+            100,
+            "Enflame",
+            0,
+            "",
+            True,
+            "Enflame",
+            custom={"minor": str(i), "index": str(i), "profiles": profiles, "maxSlice": 6},
+        )
+        for i in range(4)
+    )
+    capacity = {
+        "devices": [{"index": str(i), "minor": str(i), "capacity": 6} for i in range(4)],
+        "profiles": profiles,
+    }
+    return VendorPart(
+        kind="enflame-drs",
+        key="Enflame",
+        resource="enflame.com/drs-gcu",
+        devices=devices,
+        annotations={"enflame.com/gcu-drs-capacity": json.dumps(capacity, separators=(",", ":"))},
+        allocatable={"enflame.com/drs-gcu": "24"},
+        plugin="enflame-drs",
+    )
+
+
+VENDORS2_PARTS: Mapping[str, Callable[[str], VendorPart]] = {
+    "metax": _metax,
+    "metax-sgpu": _metax_sgpu,
+    "iluvatar": _iluvatar,
+    "kunlun": _kunlun,
+    "kunlun-vxpu": _kunlun_vxpu,
+    "enflame": _enflame,
+    "enflame-drs": _enflame_drs,
+}
+# the device-config sections that enable them (the chart's values)
+VENDORS2_SECTIONS: Mapping[str, Mapping[str, Any]] = {
+    "metax": {"resourceCountName": "metax-tech.com/gpu", "resourceVCountName": "metax-tech.com/sgpu"},
+    "kunlun": {"resourceCountName": "kunlunxin.com/xpu", "resourceVCountName": "kunlunxin.com/vxpu"},
+    "enflame": {"resourceNameGCU": "enflame.com/gcu"},
+}
+# --- end vendors2 ---
 
 
 PARTS: Mapping[str, Callable[[str], VendorPart]] = {
@@ -259,6 +434,7 @@ PARTS: Mapping[str, Callable[[str], VendorPart]] = {
     "amd": _amd,
     "vastai": _vastai,
     "biren": _biren,
+    **VENDORS2_PARTS,
 }
 
 

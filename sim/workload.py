@@ -118,13 +118,48 @@ VENDOR_KINDS: dict[str, tuple[str, ...]] = {
     "amd": ("amd",),
     "vastai": ("vastai",),
     "biren": ("biren",),
+    **{
+        part: (part,)
+        for part in ("metax", "metax-sgpu", "iluvatar", "kunlun", "kunlun-vxpu", "enflame", "enflame-drs")
+    },
 }
 VENDOR_WEIGHT = 0.08  # of all pods, per vendor pod kind
 MIXED_WEIGHT = 0.04  # NVIDIA + Hygon in one container, when some node has both
 
 
+# vendors2: the limits of one pod of Metax, Iluvatar, Kunlunxin and Enflame, as their webhooks leave them
+VENDORS2_PODS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+    "metax": lambda rng: {"metax-tech.com/gpu": rng.choice([1, 1, 2])},
+    "metax-sgpu": lambda rng: rng.choice(
+        [
+            {
+                "metax-tech.com/sgpu": 1,
+                "metax-tech.com/vmemory": rng.choice([4, 8]),
+                "metax-tech.com/vcore": 25,
+            },
+            {"metax-tech.com/sgpu": 2},  # exclusive: two cards of one MetaLink zone
+        ]
+    ),
+    "iluvatar": lambda rng: rng.choice(
+        [
+            {"iluvatar.ai/BI-V150-vgpu": 1, "iluvatar.ai/BI-V150.vMem": 32, "iluvatar.ai/BI-V150.vCore": 25},
+            {"iluvatar.ai/BI-V150-vgpu": 2, "iluvatar.ai/BI-V150.vCore": 200},
+        ]
+    ),
+    "kunlun": lambda rng: {"kunlunxin.com/xpu": rng.choice([1, 2, 4])},
+    "kunlun-vxpu": lambda rng: {
+        "kunlunxin.com/vxpu": 1,
+        "kunlunxin.com/vxpu-memory": rng.choice([24576, 49152]),
+    },
+    "enflame": lambda rng: {"enflame.com/gcu": rng.choice([1, 2])},
+    "enflame-drs": lambda rng: {"enflame.com/drs-gcu": rng.choice([1, 3])},
+}
+
+
 def _vendor(rng: random.Random, kind: str) -> list[dict[str, Any]]:
     """The containers of one pod of another vendor's `kind` (values their webhooks accept)."""
+    if kind in VENDORS2_PODS:
+        return [_container("dev", VENDORS2_PODS[kind](rng))]
     if kind == "ascend":
         count = rng.choice([1, 1, 2])
         limits: dict[str, Any] = {"huawei.com/Ascend910B3": count}

@@ -80,6 +80,37 @@ def test_by_default_only_nvidia(render: Any) -> None:
                 "resourceCoreName": "mthreads.com/sgpu-core",
             },
         ),
+        # vendors2 (V§1.3: HAMi's chart lists every name of Metax, Enflame and Kunlunxin)
+        (
+            "metax",
+            ["metax-tech.com/gpu", "metax-tech.com/sgpu", "metax-tech.com/vcore", "metax-tech.com/vmemory"],
+            {
+                "resourceCountName": "metax-tech.com/gpu",
+                "resourceVCountName": "metax-tech.com/sgpu",
+                "resourceVMemoryName": "metax-tech.com/vmemory",
+                "resourceVCoreName": "metax-tech.com/vcore",
+                "sgpuTopologyAware": False,
+            },
+        ),
+        (
+            "kunlun",
+            ["kunlunxin.com/xpu", "kunlunxin.com/vxpu", "kunlunxin.com/vxpu-memory"],
+            {
+                "resourceCountName": "kunlunxin.com/xpu",
+                "resourceVCountName": "kunlunxin.com/vxpu",
+                "resourceVMemoryName": "kunlunxin.com/vxpu-memory",
+            },
+        ),
+        (
+            "enflame",
+            ["enflame.com/drs-gcu", "enflame.com/gcu-memory", "enflame.com/gcu-core", "enflame.com/gcu"],
+            {
+                "resourceNameGCU": "enflame.com/gcu",
+                "resourceNameDRSGCU": "enflame.com/drs-gcu",
+                "resourceNameGCUMemory": "enflame.com/gcu-memory",
+                "resourceNameGCUCore": "enflame.com/gcu-core",
+            },
+        ),
     ],
 )
 def test_an_enabled_vendor_gets_its_section_and_resources(
@@ -110,19 +141,57 @@ def test_ascend_with_own_chips(render: Any) -> None:
     assert device_config(manifests)["vnpus"] == {"hamiVnpuCore": False, "configs": [chip]}
 
 
-def test_iluvatar_is_refused(render_error: Any) -> None:
-    assert "/devices/iluvatar/enabled" in render_error("default", {"devices.iluvatar.enabled": True})
+ILUVATAR = ["MR-V100", "MR-V50", "BI-V150", "BI-V100"]
+
+
+def test_iluvatar_with_the_chart_chips(render: Any) -> None:
+    """V§1.3: HAMi's chart passes --enable-iluvatar and manages the four chips' 12 names."""
+    manifests = render("default", {"devices.iluvatar.enabled": True})
+    expected = [f"iluvatar.ai/{c}{s}" for c in ILUVATAR for s in ("-vgpu", ".vMem", ".vCore")]
+    assert managed(manifests) == NVIDIA + expected
+    assert "iluvatars" not in device_config(manifests)  # the chart chips are the scheduler's defaults
+    for container in ("extender", "worker"):
+        assert manifests.env(container)["HAMI_ENABLE_ILUVATAR"] == "true"
+
+
+def test_iluvatar_with_own_chips(render: Any) -> None:
+    chip = {"commonWord": "BI-V150", "resourceCountName": "iluvatar.ai/vgpu"}
+    manifests = render("default", {"devices.iluvatar.enabled": True, "devices.iluvatar.configs": [chip]})
+    assert managed(manifests)[len(NVIDIA) :] == [
+        "iluvatar.ai/vgpu",
+        "iluvatar.ai/BI-V150.vMem",
+        "iluvatar.ai/BI-V150.vCore",
+    ]
+    assert device_config(manifests)["iluvatars"] == [chip]
+
+
+def test_an_iluvatar_chip_without_a_common_word_is_refused(render_error: Any) -> None:
+    assert "commonWord" in render_error("default", {"devices.iluvatar.configs": [{"chipName": "x"}]})
 
 
 def test_settings_build_every_enabled_vendor(render: Any, tmp_path: Path) -> None:
-    overrides = {f"devices.{v}.enabled": True for v in ("ascend", "hygon", "cambricon", "mthreads")}
+    families = ("ascend", "hygon", "cambricon", "mthreads", "metax", "kunlun", "enflame", "iluvatar")
+    overrides = {f"devices.{v}.enabled": True for v in families}
     manifests = render("default", overrides)
     path = tmp_path / "device-config.yaml"
     path.write_text(manifests.one("ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"])
     env = {k: v for k, v in manifests.env("worker").items() if isinstance(v, str)}
     env.update({"HAMI_DEVICE_CONFIG_FILE": str(path), "POD_NAME": "p", "POD_NAMESPACE": "hami-system"})
     settings = load_settings(env)
-    assert [v.key for v in settings.vendors] == ["NVIDIA", "MLU", "DCU", "Mthreads", *CHIPS]
+    assert [v.key for v in settings.vendors] == [
+        "NVIDIA",
+        "MLU",
+        "DCU",
+        "GCU",
+        "Enflame",
+        "Mthreads",
+        "Metax-GPU",
+        "Metax-SGPU",
+        "kunlun",
+        "XPU",
+        *CHIPS,
+        *ILUVATAR,
+    ]
     handled = {
         name
         for v in settings.vendors

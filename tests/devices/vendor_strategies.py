@@ -1,12 +1,13 @@
 """Hypothesis strategies for mixed clusters: nodes carrying NVIDIA, Ascend, Hygon, Cambricon, Moore Threads,
-AWS Neuron, AMD, Vastai and Biren devices (several vendors on one node too), existing usage, and pods asking
-any mix of them."""
+AWS Neuron, AMD, Vastai and Biren devices, and the vendors of `vendors2_strategies` (Metax, Iluvatar,
+Kunlunxin, Enflame) (several vendors on one node too), existing usage, and pods asking any mix of them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import vendors2_strategies as v2
 from core_builders import NVIDIA, gpu, pod
 from hypothesis import strategies as st
 
@@ -35,10 +36,11 @@ VENDORS: tuple[Vendor, ...] = (
     Amd(),
     Vastai(),
     Biren(),
+    *v2.VENDORS2,
 )
 FAMILIES = ("nvidia", "ascend910b3", "ascend310p", "ascend910c", "hygon", "cambricon", "mthreads")
 VENDORS3_FAMILIES = ("awsneuron", "amd", "vastai", "biren")  # their nodes and limits: end of this file
-FAMILIES += VENDORS3_FAMILIES
+FAMILIES += VENDORS3_FAMILIES + v2.FAMILIES2
 
 
 def _ascend(draw: st.DrawFn, name: str, cw: str, mem: int, core: int, count: int) -> list[DeviceInfo]:
@@ -66,9 +68,14 @@ def _ascend(draw: st.DrawFn, name: str, cw: str, mem: int, core: int, count: int
 def node_devices(draw: st.DrawFn, name: str, among: tuple[str, ...] = FAMILIES) -> NodeDevices:
     families = draw(st.lists(st.sampled_from(among), min_size=1, max_size=3, unique=True))
     devices: list[DeviceInfo] = []
+    info: dict[str, Any] = {}
     for family in families:
         if family in VENDORS3_FAMILIES:
             devices += _vendors3_devices(draw, name, family)
+        elif family in v2.FAMILIES2:  # vendors2
+            found, learned = v2.devices(draw, name, family)
+            devices += found
+            info.update(learned)
         elif family == "nvidia":
             devices += [
                 gpu(
@@ -111,7 +118,7 @@ def node_devices(draw: st.DrawFn, name: str, among: tuple[str, ...] = FAMILIES) 
                 DeviceInfo(f"{name}-mthreads-{i}", i, 100, 49152, 16, "Mthreads", 0, "", True, "Mthreads")
                 for i in range(draw(st.integers(1, 2)))
             ]
-    return NodeDevices(name, tuple(devices))
+    return NodeDevices(name, tuple(devices), info=info)
 
 
 @st.composite
@@ -120,7 +127,7 @@ def existing_use(draw: st.DrawFn, devices: tuple[DeviceInfo, ...]) -> dict[str, 
     use = {}
     for d in devices:
         if draw(st.integers(0, 2)) == 0:
-            use[d.id] = DeviceUse(
+            use[d.id] = v2.existing(draw, d) or DeviceUse(
                 draw(st.integers(1, max(d.count, 1))),
                 draw(st.integers(0, d.devmem)),
                 draw(st.integers(0, d.devcore)),
@@ -128,13 +135,34 @@ def existing_use(draw: st.DrawFn, devices: tuple[DeviceInfo, ...]) -> dict[str, 
     return use
 
 
-def _limits(draw: st.DrawFn, among: tuple[str, ...] = FAMILIES, least: int = 0) -> dict[str, Any]:
-    """One container's limits: some of the vendors, with the values their webhooks would leave."""
-    wanted = draw(st.lists(st.sampled_from(among), min_size=least, max_size=2, unique=True))
+FAMILY_OF_KEY = {
+    "NVIDIA": "nvidia",
+    "Ascend910B3": "ascend910b3",
+    "Ascend310P": "ascend310p",
+    "Ascend910C": "ascend910c",
+    "DCU": "hygon",
+    "MLU": "cambricon",
+    "Mthreads": "mthreads",
+    "AWSNeuron": "awsneuron",
+    "AMD": "amd",
+    "Vastai": "vastai",
+    "Biren": "biren",
+    **v2.FAMILY_OF_KEY,
+}
+
+
+def _limits(
+    draw: st.DrawFn, pool: tuple[str, ...] = FAMILIES, app_class: bool = False, least: int = 0
+) -> dict[str, Any]:
+    """One container's limits: some (at least `least`) of the vendors of `pool`, with the values their
+    webhooks would leave."""
+    wanted = draw(st.lists(st.sampled_from(pool), min_size=least, max_size=2, unique=True))
     limits: dict[str, Any] = {}
     for family in wanted:
         if family in VENDORS3_FAMILIES:
             limits.update(_vendors3_limits(draw, family))
+        elif family in v2.FAMILIES2:  # vendors2
+            limits.update(v2.limits(draw, family, app_class))
         elif family == "nvidia":
             limits["nvidia.com/gpu"] = draw(st.sampled_from([1, 1, 2]))
             if draw(st.booleans()):
@@ -186,20 +214,24 @@ def mixed_scenarios(draw: st.DrawFn, max_nodes: int = 4, among: tuple[str, ...] 
         the_node = draw(node_devices(f"node-{n}", among))
         nodes.append(the_node)
         usage[the_node.name] = draw(existing_use(the_node.devices))
+    notes = v2.annotations(draw)
+    # mostly the families some node has (a pod of absent vendors only exercises NodeInsufficientDevice)
+    present = tuple(sorted({FAMILY_OF_KEY.get(d.vendor, "nvidia") for n in nodes for d in n.devices}))
+    pool = present if draw(st.integers(0, 4)) else among
     containers = []
     for i in range(draw(st.integers(1, 3))):
-        limits = _limits(draw, among)
+        limits = _limits(draw, pool, v2.APP in notes)
         containers.append({"name": f"c{i}", "resources": {"limits": limits} if limits else {}})
     if not any(c["resources"] for c in containers):
-        containers[0] = {"name": "c0", "resources": {"limits": _limits(draw, among, least=1)}}
+        containers[0] = {"name": "c0", "resources": {"limits": _limits(draw, pool, v2.APP in notes, 1)}}
     inits = []
     if draw(st.integers(0, 3)) == 0:
-        limits = _limits(draw, among)
+        limits = _limits(draw, pool, v2.APP in notes)
         inits.append({"name": "init", "resources": {"limits": limits} if limits else {}})
     return MixedScenario(
         tuple(nodes),
         usage,
-        pod(*containers, init=inits),
+        pod(*containers, init=inits, annotations=notes),
         draw(st.sampled_from(["spread", "binpack", "mutex"])),
         draw(st.sampled_from(["binpack", "spread"])),
     )

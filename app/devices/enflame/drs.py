@@ -260,8 +260,7 @@ class EnflameDrs(VendorDefaults):
                 raise AdmissionError(f"{c.resource_name_drs} must be greater than 0")
             _mirror(container, c.resource_name_drs)
             return True
-        memory = requests.lookup(container, c.resource_name_memory)
-        cores = requests.lookup(container, c.resource_name_core)
+        memory, cores = _value(container, c.resource_name_memory), _value(container, c.resource_name_core)
         if memory is None and cores is None:
             return False
         if memory is not None and (quantity.ceil_value(memory) or 0) <= 0:
@@ -272,6 +271,18 @@ class EnflameDrs(VendorDefaults):
             if value is not None:
                 _mirror(container, name)
         return True
+
+
+def _value(container: Mapping[str, Any], name: str) -> Any | None:
+    """HAMi `getContainerResourceRequest`: the limit, or the request when the limit is absent or zero."""
+    resources = container.get("resources")
+    limits = resources.get("limits") if isinstance(resources, Mapping) else None
+    asked = resources.get("requests") if isinstance(resources, Mapping) else None
+    limit = limits.get(name) if isinstance(limits, Mapping) else None
+    request = asked.get(name) if isinstance(asked, Mapping) else None
+    if limit is not None and quantity.ceil_value(limit) != 0:
+        return limit
+    return request if request is not None else limit
 
 
 def _mirror(container: dict[str, Any], name: str) -> None:

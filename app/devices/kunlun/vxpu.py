@@ -7,8 +7,9 @@ vXPUs of one size (`Usedmem / Used == Memreq`, §3.8 #8, kept). Placement uses t
 whole XPUs (`topology`); the selectors are `hami.io/use-xpu-uuid`/`no-use-xpu-uuid` and
 `baidu.com/use-gpuuuid`/`nouse-gpuuuid`. The filter writes the to-allocate and allocated lists.
 
-Differences (docs/compatibility.md): placement by index, not position; a negative count or memory, or a
-non-integer memory, is refused (HAMi: a zero request, or the smallest template for a negative memory).
+Differences (docs/compatibility.md): placement by index, not position; a device takes no more vXPUs than
+its registered `count` (HAMi does not check it); a negative count or memory, or a non-integer memory, is
+refused (HAMi: a zero request, or the smallest template for a negative memory).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def trim_memory(memory: int) -> int:
 
 
 def fits_vxpu(device: DeviceUsage, request: DeviceRequest) -> bool:
-    """HAMi `FitVXPU` (with health): room for the template, and only vXPUs of this size on the device."""
-    if not device.health or request.memreq + device.usedmem > device.totalmem:
+    """HAMi `FitVXPU` (with health): room for the template, and only vXPUs of this size on the device; and
+    a free slot (HAMi does not check `Count`, so a device could get more vXPUs than its plugin offers)."""
+    if not device.health or device.used >= device.count or request.memreq + device.usedmem > device.totalmem:
         return False
     return device.used == 0 or device.usedmem // device.used == request.memreq
 

@@ -247,7 +247,7 @@ exec:
 {{- .Values.deviceConfig.content -}}
 {{- else -}}
 {{- $config := dict "nvidia" .Values.deviceConfig.nvidia -}}
-{{- range $vendor := list "hygon" "cambricon" "mthreads" -}}
+{{- range $vendor := list "hygon" "cambricon" "mthreads" "metax" "kunlun" "enflame" -}}
 {{- $values := index $.Values.devices $vendor -}}
 {{- if $values.enabled -}}
 {{- $_ := set $config $vendor (omit $values "enabled") -}}
@@ -269,6 +269,11 @@ exec:
 {{- $_ := set $config "vnpus" $vnpus -}}
 {{- end -}}
 {{- end -}}
+{{- with .Values.devices.iluvatar -}}
+{{- if and .enabled .configs -}}
+{{- $_ := set $config "iluvatars" .configs -}}
+{{- end -}}
+{{- end -}}
 {{- $config | toYaml -}}
 {{- end -}}
 {{- end -}}
@@ -279,8 +284,8 @@ Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend91
 {{- end -}}
 
 {{/* kubeScheduler.managedResources plus those of the enabled vendors, as HAMi's chart manages them
-     (Ascend: count, memory and core per chip; Hygon, AWS Neuron, AMD, Vastai, Biren: all their names;
-     Cambricon and Moore Threads: the count). */}}
+     (Ascend: count, memory and core per chip; Hygon, AWS Neuron, AMD, Vastai, Biren, Metax, Enflame, Kunlunxin:
+     all their names; Cambricon and Moore Threads: the count; Iluvatar: count, memory and core per chip). */}}
 {{- define "hami-scheduler.managedResources" -}}
 {{- $names := .Values.kubeScheduler.managedResources -}}
 {{- with .Values.devices -}}
@@ -298,6 +303,28 @@ Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend91
 {{- $values := index $.Values.devices $vendor -}}
 {{- if $values.enabled -}}
 {{- $names = concat $names (list $values.resourceCountName (default "" $values.resourceMemoryName) (default "" $values.resourceCoreName)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* vendors2: Metax, Kunlunxin, Enflame, Iluvatar (HAMi's lists, V§1.3) */ -}}
+{{- if .metax.enabled -}}
+{{- $names = concat $names (list .metax.resourceCountName .metax.resourceVCountName .metax.resourceVCoreName .metax.resourceVMemoryName) -}}
+{{- end -}}
+{{- if .enflame.enabled -}}
+{{- $names = concat $names (list .enflame.resourceNameDRSGCU .enflame.resourceNameGCUMemory .enflame.resourceNameGCUCore .enflame.resourceNameGCU) -}}
+{{- end -}}
+{{- if .kunlun.enabled -}}
+{{- $names = concat $names (list .kunlun.resourceCountName .kunlun.resourceVCountName .kunlun.resourceVMemoryName) -}}
+{{- end -}}
+{{- if .iluvatar.enabled -}}
+{{- if .iluvatar.configs -}}
+{{- range $chip := .iluvatar.configs -}}
+{{- $word := $chip.commonWord -}}
+{{- $names = concat $names (list (default (printf "iluvatar.ai/%s-vgpu" $word) $chip.resourceCountName) (default (printf "iluvatar.ai/%s.vMem" $word) $chip.resourceMemoryName) (default (printf "iluvatar.ai/%s.vCore" $word) $chip.resourceCoreName)) -}}
+{{- end -}}
+{{- else -}}
+{{- range $word := list "MR-V100" "MR-V50" "BI-V150" "BI-V100" -}}
+{{- $names = concat $names (list (printf "iluvatar.ai/%s-vgpu" $word) (printf "iluvatar.ai/%s.vMem" $word) (printf "iluvatar.ai/%s.vCore" $word)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if .ascend.enabled -}}

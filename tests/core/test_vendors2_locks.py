@@ -1,0 +1,61 @@
+"""The node locks a pod's bind takes, with the vendors of vendors2 among HAMi's (reference vendors §1.5):
+Metax sGPU, Iluvatar and Kunlunxin vXPU take the shared `hami.io/mutex.lock`; Metax whole GPUs, Kunlunxin
+whole XPUs and both Enflame backends take none. For any mix of requested vendors the bind takes exactly the
+distinct locks of those vendors, each once, in annotation-key order (so two pods needing the same locks
+take them in the same order), which is what lets it release all of them together on any failure."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from vendor_strategies import VENDORS
+
+from app.core.model import DeviceRequest, PodRequests
+from app.core.vendor import SHARED_LOCK, locks_for
+
+BY_KEY = {v.key: v for v in VENDORS}
+
+
+def asking(*groups: tuple[str, ...]) -> PodRequests:
+    return PodRequests(tuple({key: DeviceRequest(1, key) for key in group} for group in groups), 0)
+
+
+@pytest.mark.parametrize(
+    ("keys", "locks"),
+    [
+        (("Metax-SGPU",), (SHARED_LOCK,)),
+        (("BI-V150",), (SHARED_LOCK,)),
+        (("XPU",), (SHARED_LOCK,)),
+        (("Metax-GPU",), ()),
+        (("kunlun",), ()),
+        (("GCU", "Enflame"), ()),
+        (("Metax-SGPU", "XPU", "NVIDIA"), (SHARED_LOCK,)),
+        (("MLU", "Metax-SGPU"), (BY_KEY["MLU"].lock, SHARED_LOCK)),
+    ],
+    ids=[
+        "§2.5 sGPU: shared",
+        "§2.6 Iluvatar: shared",
+        "§2.8 vXPU: shared",
+        "§2.4 whole Metax: none",
+        "§2.8 whole XPU: none",
+        "§2.9 Enflame: none",
+        "§1.5 one shared lock for several vendors",
+        "§1.5 Cambricon's own lock first",
+    ],
+)
+def test_locks_for_vendors2(keys: tuple[str, ...], locks: tuple[object, ...]) -> None:
+    assert locks_for(asking(keys), VENDORS) == locks
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(sorted(BY_KEY)), max_size=3), min_size=1, max_size=3), st.integers(0, 2)
+)
+def test_a_bind_takes_each_lock_of_its_vendors_once_in_key_order(groups: list[list[str]], init: int) -> None:
+    requests = PodRequests(
+        tuple({k: DeviceRequest(1, k) for k in group} for group in groups), min(init, len(groups))
+    )
+    taken = locks_for(requests, VENDORS)
+    wanted = {BY_KEY[k].lock for group in groups for k in group} - {None}
+    assert set(taken) == wanted  # init containers' vendors too (HAMi: regular containers only, quirk #28)
+    assert [spec.annotation for spec in taken] == sorted({spec.annotation for spec in taken})
