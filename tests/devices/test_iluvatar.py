@@ -41,7 +41,9 @@ def test_chart_chips_and_entries() -> None:
     assert [c.common_word for c in CHART_CHIPS] == ["MR-V100", "MR-V50", "BI-V150", "BI-V100"]
     assert parse_iluvatar_config(None) == CHART_CHIPS
     assert parse_iluvatar_config([{"commonWord": "X1", "resourceCountName": "x/gpu"}]) == (
-        IluvatarChip("X1", "X1", "x/gpu", "iluvatar.ai/X1.vMem", "iluvatar.ai/X1.vCore"),
+        IluvatarChip(
+            "x/gpu", "iluvatar.ai/X1.vMem", "iluvatar.ai/X1.vCore", common_word="X1", chip_name="X1"
+        ),
     )
 
 

@@ -1,6 +1,7 @@
 """Kunlunxin, byte-compatible with HAMi's `KunlunDevices` (whole XPUs, `kunlun`) and `KunlunVDevices`
 (vXPU, `XPU`) (reference vendors §2.8, quirks §3.8): discovery, requests, the interconnect groups
-(`graghSelect`, by device index: §3.8 #1-2 fixed), the reasons, the node score, annotations, webhook, quota."""
+(`graghSelect`, by device index: §3.8 #1-2 fixed), the reasons, the node score, annotations, webhook,
+quota."""
 
 from __future__ import annotations
 
@@ -230,7 +231,7 @@ def test_xpu_through_decide_prefers_the_node_that_keeps_wings_whole() -> None:
     assert winner.node == "a" and [d.idx for d in winner.devices["kunlun"][0]] == [1]
 
 
-# --- vXPU (§2.8) ---------------------------------------------------------------------------------------------
+# --- vXPU (§2.8) ---
 
 
 def xpu(index: int, **kw: Any) -> Any:

@@ -33,7 +33,9 @@ def test_device_pod_and_quota_gauges_for_vendors2() -> None:
         {
             "metax-tech.com/node-gpu-devices": sgpu,
             "hami.io/node-BI-V150-register": "BI-0,4,32768,100,BI-V150,0,true:",
-            "enflame.com/gcu-drs-capacity": '{"devices":[{"index":"0","capacity":6}],"profiles":{"3g.20gb":"1"}}',
+            "enflame.com/gcu-drs-capacity": (
+                '{"devices":[{"index":"0","capacity":6}],"profiles":{"3g.20gb":"1"}}'
+            ),
         },
         capacity={"kunlunxin.com/xpu": "1"},
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.core import codec, health, quantity
+from app.core import codec, health, pods, quantity
 from app.core import reasons as r
 from app.core.health import Health, Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
@@ -62,16 +62,8 @@ INT32_MAX = 2**31 - 1
 
 
 def _names(pod: Mapping[str, Any]) -> list[str]:
-    """Container names in annotation order: init containers first."""
-    spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
-        return []
-    names = []
-    for key in ("initContainers", "containers"):
-        for container in spec.get(key) or []:
-            name = container.get("name") if isinstance(container, Mapping) else None
-            names.append(name if isinstance(name, str) else "")
-    return names
+    """Container names in annotation order: init containers first (the pod was validated by the filter)."""
+    return [pods.container_name(c) for c in (*pods.init_containers(pod), *pods.containers(pod))]
 
 
 @dataclass(frozen=True, slots=True)

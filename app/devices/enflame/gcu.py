@@ -16,22 +16,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.core import codec, health
+from app.core import health
 from app.core import reasons as r
 from app.core.health import Health, Reported
-from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     NodeView,
-    Reads,
-    ResourceNames,
 )
-from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.nodes import capacity_count, capacity_int64
+from app.devices.common import template
+from app.devices.common.base import device_lists
+from app.devices.common.capacity import WholeCards
+from app.devices.common.nodes import capacity_count
 from app.devices.enflame.config import EnflameConfig
 
 VENDOR = "GCU"
@@ -41,7 +40,7 @@ TOKEN = 100  # memory and cores of a card, as tokens
 
 
 @dataclass(frozen=True, slots=True)
-class EnflameGcu(VendorDefaults):
+class EnflameGcu(WholeCards):
     config: EnflameConfig = field(default_factory=EnflameConfig)
 
     @property
@@ -49,12 +48,8 @@ class EnflameGcu(VendorDefaults):
         return VENDOR
 
     @property
-    def resources(self) -> ResourceNames:
-        return ResourceNames(self.config.resource_name_gcu)  # not tracked by quota (§1.6)
-
-    @property
-    def memory_factor(self) -> int:
-        return 0
+    def count_resource(self) -> str:
+        return self.config.resource_name_gcu
 
     @property
     def allocated_annotation(self) -> str:
@@ -65,50 +60,19 @@ class EnflameGcu(VendorDefaults):
         return TO_ALLOCATE
 
     @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return f"capacity {self.config.resource_name_gcu}"
-
-    @property
-    def reads(self) -> Reads:
-        return Reads(capacity=(self.config.resource_name_gcu,))
-
-    @property
-    def lock(self) -> None:
-        return None
-
-    @property
     def pod_annotation_keys(self) -> tuple[str, ...]:
         return (TO_ALLOCATE, ALLOCATED)
 
-    def registered(self, node: NodeView) -> bool:
-        value = node.capacity.get(self.config.resource_name_gcu)
-        return value is not None and value not in ("0", 0)
-
     def discover(self, node: NodeView) -> Discovery:
-        name = self.config.resource_name_gcu
-        count = capacity_int64(node, name) or 0
-        if count <= 0:
-            raise codec.CodecError(f"device not found {name}")
-        return Discovery(
-            tuple(
-                DeviceInfo(f"{node.name}-GCU-{i}", i, 1, TOKEN, TOKEN, VENDOR, 0, "", True, VENDOR)
-                for i in range(count)
-            )
-        )
+        return self.cards(node, word="GCU", count=1, devmem=TOKEN, devcore=TOKEN)
 
     def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        name = self.config.resource_name_gcu
+        name = self.count_resource
         return health.capacity_health(capacity_count(node, name), name)
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
-        nums = requests.count(container, self.config.resource_name_gcu)
-        if nums is None:
-            return None
-        return DeviceRequest(nums, VENDOR, TOKEN, 100, TOKEN)
+        """§2.9: whole cards, `{n, GCU, 100, 100%, 100}`."""
+        return self.whole(container, memreq=TOKEN, coresreq=TOKEN)
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """§2.9 GCU Fit: from the end, health, type, then idle cards only."""
@@ -132,6 +96,3 @@ class EnflameGcu(VendorDefaults):
         self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
     ) -> dict[str, str]:
         return device_lists(devices, TO_ALLOCATE, ALLOCATED)
-
-    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
-        return requests.lookup(container, self.config.resource_name_gcu, limits_only=True) is not None

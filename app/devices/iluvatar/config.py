@@ -10,29 +10,31 @@ names for the keys it does not set; an entry for another chip gets `iluvatar.ai/
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from app.devices.common.config import DeviceConfigError, section_of, string
+from app.devices.common.config import DeviceConfigError, SectionNames, parse_names, section_of, string
 
 CHART_WORDS = ("MR-V100", "MR-V50", "BI-V150", "BI-V100")
 
 
 @dataclass(frozen=True, slots=True)
-class IluvatarChip:
-    """One `iluvatars[]` entry (`chipName` is not used by the scheduler)."""
+class IluvatarChip(SectionNames):
+    """One `iluvatars[]` entry: its common word and the three names (`chipName` is not used)."""
 
-    common_word: str
+    common_word: str = ""
     chip_name: str = ""
-    resource_count_name: str = ""
-    resource_memory_name: str = ""
-    resource_core_name: str = ""
 
 
 def chart_chip(word: str) -> IluvatarChip:
     """The chart's names for a chip (`iluvatar.ai/<cw>-vgpu`, `.vMem`, `.vCore`)."""
     return IluvatarChip(
-        word, word, f"iluvatar.ai/{word}-vgpu", f"iluvatar.ai/{word}.vMem", f"iluvatar.ai/{word}.vCore"
+        resource_count_name=f"iluvatar.ai/{word}-vgpu",
+        resource_memory_name=f"iluvatar.ai/{word}.vMem",
+        resource_core_name=f"iluvatar.ai/{word}.vCore",
+        common_word=word,
+        chip_name=word,
     )
 
 
@@ -47,13 +49,8 @@ def parse_chip(value: Any, path: str) -> IluvatarChip:
     if any(c in word for c in ",;:"):
         raise DeviceConfigError(f"{path}.commonWord: {word!r} must not contain ',', ';' or ':'")
     base = chart_chip(word)
-    return IluvatarChip(
-        word,
-        string(entry, "chipName", base.chip_name, path),
-        string(entry, "resourceCountName", base.resource_count_name, path),
-        string(entry, "resourceMemoryName", base.resource_memory_name, path),
-        string(entry, "resourceCoreName", base.resource_core_name, path),
-    )
+    chip = parse_names(entry, path, base)
+    return dataclasses.replace(chip, chip_name=string(entry, "chipName", base.chip_name, path))
 
 
 def parse_iluvatar_config(value: Any) -> tuple[IluvatarChip, ...]:

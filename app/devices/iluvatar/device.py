@@ -31,10 +31,9 @@ from app.core.vendor import (
     InvalidRequest,
     LockSpec,
     NodeView,
-    ResourceNames,
 )
 from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
+from app.devices.common.base import NamedResources, device_lists
 from app.devices.common.nodes import allocatable_count
 from app.devices.iluvatar.config import CHART_CHIPS, IluvatarChip, parse_iluvatar_config
 
@@ -44,21 +43,16 @@ INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 
 
 @dataclass(frozen=True, slots=True)
-class Iluvatar(VendorDefaults):
-    chip: IluvatarChip = field(default_factory=lambda: CHART_CHIPS[2])
+class Iluvatar(NamedResources):
+    config: IluvatarChip = field(default_factory=lambda: CHART_CHIPS[2])
 
     @property
     def key(self) -> str:
-        return self.chip.common_word
+        return self.config.common_word
 
     @property
     def register(self) -> str:
         return f"hami.io/node-{self.key}-register"
-
-    @property
-    def resources(self) -> ResourceNames:
-        c = self.chip
-        return ResourceNames(c.resource_count_name, c.resource_memory_name, "", c.resource_core_name)
 
     @property
     def memory_factor(self) -> int:
@@ -103,13 +97,13 @@ class Iluvatar(VendorDefaults):
         return Discovery(devices)
 
     def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        count = self.chip.resource_count_name
+        count = self.config.resource_count_name
         value = node.annotations.get(self.handshake_annotation)
         return health.handshake_only(value, allocatable_count(node, count), now, count)
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """HAMi `GenerateResourceRequests` (§2.6): memory in 256 MiB units, cores default 0."""
-        c = self.chip
+        c = self.config
         nums = requests.count(container, c.resource_count_name)
         if nums is None:
             return None
@@ -137,12 +131,12 @@ class Iluvatar(VendorDefaults):
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """§2.6 MutateAdmission: more than one card takes them whole (`.vCore = count x 100`); the container
         gets `SOL_CONTINER_NAME` unless it has it or has no name."""
-        raw = requests.lookup(container, self.chip.resource_count_name, limits_only=True)
+        raw = requests.lookup(container, self.config.resource_count_name, limits_only=True)
         if raw is None:
             return False
         count = quantity.ceil_value(raw) or 0
         if count > 1:
-            container["resources"]["limits"][self.chip.resource_core_name] = str(count * 100)
+            container["resources"]["limits"][self.config.resource_core_name] = str(count * 100)
         env = container.get("env")
         if not isinstance(env, list):
             env = []

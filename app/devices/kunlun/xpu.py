@@ -15,28 +15,23 @@ refused; the failure reason's denominator is the number of devices (see `topolog
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from app.core import codec, health
 from app.core import reasons as r
-from app.core.health import Health, Reported
-from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     NodeView,
-    Reads,
-    ResourceNames,
     ScoreContext,
 )
-from app.devices.common import requests
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.nodes import capacity_int64
+from app.devices.common.base import device_lists
+from app.devices.common.capacity import WholeCards
 from app.devices.common.selectors import uuid_allowed
 from app.devices.kunlun import topology
 from app.devices.kunlun.config import KunlunConfig
@@ -70,7 +65,7 @@ def topology_failure(
 
 
 @dataclass(frozen=True, slots=True)
-class KunlunXpu(VendorDefaults):
+class KunlunXpu(WholeCards):
     config: KunlunConfig = field(default_factory=KunlunConfig)
 
     @property
@@ -78,12 +73,8 @@ class KunlunXpu(VendorDefaults):
         return VENDOR
 
     @property
-    def resources(self) -> ResourceNames:
-        return ResourceNames(self.config.resource_count_name)  # not tracked by quota (§1.6)
-
-    @property
-    def memory_factor(self) -> int:
-        return 0
+    def count_resource(self) -> str:
+        return self.config.resource_count_name
 
     @property
     def allocated_annotation(self) -> str:
@@ -94,22 +85,6 @@ class KunlunXpu(VendorDefaults):
         return ""
 
     @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return f"capacity {self.config.resource_count_name}"
-
-    @property
-    def reads(self) -> Reads:
-        return Reads(capacity=(self.config.resource_count_name,))
-
-    @property
-    def lock(self) -> None:
-        return None
-
-    @property
     def pod_annotation_keys(self) -> tuple[str, ...]:
         return (ALLOCATED, DEVICE_IDX)
 
@@ -117,42 +92,16 @@ class KunlunXpu(VendorDefaults):
     def scores_nodes(self) -> bool:
         return True
 
-    def registered(self, node: NodeView) -> bool:
-        value = node.capacity.get(self.config.resource_count_name)
-        return value is not None and value not in ("0", 0)
-
     def discover(self, node: NodeView) -> Discovery:
-        """HAMi `GetNodeDevices` (§2.8): one card per unit of capacity, the upper half on NUMA 1."""
-        name = self.config.resource_count_name
-        cards = capacity_int64(node, name) or 0
-        if cards <= 0:
-            raise codec.CodecError(f"device not found {name}")
-        devices = tuple(
-            DeviceInfo(
-                f"{node.name}-kunlun-{i}",
-                i,
-                100,
-                DEVMEM,
-                DEVCORE,
-                VENDOR,
-                int(i >= cards // 2),
-                "",
-                True,
-                VENDOR,
-            )
-            for i in range(cards)
-        )
-        return Discovery(devices)
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        return health.ALWAYS_HEALTHY
+        """HAMi `GetNodeDevices` (§2.8): one card per unit of capacity (100 tasks each), the upper half on
+        NUMA 1."""
+        devices = self.cards(node, word="kunlun", count=100, devmem=DEVMEM, devcore=DEVCORE).devices
+        half = len(devices) // 2
+        return Discovery(tuple(dataclasses.replace(d, numa=int(d.index >= half)) for d in devices))
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """§2.8: whole cards, `{n, kunlun, 0, 100%, 0}`."""
-        nums = requests.count(container, self.config.resource_count_name)
-        if nums is None:
-            return None
-        return DeviceRequest(nums, VENDOR, 0, 100, 0)
+        return self.whole(container, memreq=0, coresreq=0)
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """§2.8 Fit: free, healthy cards that pass both selector pairs, placed by `topology.select`; each
@@ -189,7 +138,3 @@ class KunlunXpu(VendorDefaults):
             last = [group for group in devices if group][-1]
             result[DEVICE_IDX] = ",".join(str(d.idx) for d in last)
         return result
-
-    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
-        """No mutation; the container is Kunlunxin's when `limits` names the count resource."""
-        return requests.lookup(container, self.config.resource_count_name, limits_only=True) is not None

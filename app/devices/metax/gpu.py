@@ -22,7 +22,7 @@ from typing import Any
 
 from app.core import codec, health
 from app.core.health import Health, Reported
-from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.policy import BINPACK, SPREAD
 from app.core.score import f32
 from app.core.vendor import (
@@ -32,12 +32,12 @@ from app.core.vendor import (
     FitOutcome,
     NodeView,
     Reads,
-    ResourceNames,
     ScoreContext,
 )
-from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.nodes import capacity_count, capacity_int64
+from app.devices.common import template
+from app.devices.common.base import device_lists
+from app.devices.common.capacity import WholeCards
+from app.devices.common.nodes import capacity_count
 from app.devices.metax.config import MetaxConfig
 
 VENDOR = "Metax-GPU"
@@ -90,7 +90,7 @@ def parse_table(name: str, value: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class MetaxGpu(VendorDefaults):
+class MetaxGpu(WholeCards):
     config: MetaxConfig = field(default_factory=MetaxConfig)
 
     @property
@@ -98,12 +98,8 @@ class MetaxGpu(VendorDefaults):
         return VENDOR
 
     @property
-    def resources(self) -> ResourceNames:
-        return ResourceNames(self.config.resource_count_name)  # no quota resources (§1.6)
-
-    @property
-    def memory_factor(self) -> int:
-        return 0
+    def count_resource(self) -> str:
+        return self.config.resource_count_name
 
     @property
     def allocated_annotation(self) -> str:
@@ -114,20 +110,8 @@ class MetaxGpu(VendorDefaults):
         return TO_ALLOCATE
 
     @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return f"capacity {self.config.resource_count_name}"
-
-    @property
     def reads(self) -> Reads:
-        return Reads(node_annotations=(LOSSES, SCORES), capacity=(self.config.resource_count_name,))
-
-    @property
-    def lock(self) -> None:
-        return None
+        return Reads(node_annotations=(LOSSES, SCORES), capacity=(self.count_resource,))
 
     @property
     def pod_annotation_keys(self) -> tuple[str, ...]:
@@ -137,38 +121,24 @@ class MetaxGpu(VendorDefaults):
     def scores_nodes(self) -> bool:
         return True
 
-    def registered(self, node: NodeView) -> bool:
-        value = node.capacity.get(self.config.resource_count_name)
-        return value is not None and value not in ("0", 0)
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices` (§2.4): one card per unit of capacity; the topology tables as node info."""
-        name = self.config.resource_count_name
-        count = capacity_int64(node, name) or 0
-        if count <= 0:
-            raise codec.CodecError(f"device not found {name}")
-        devices = tuple(
-            DeviceInfo(f"{node.name}-metax-{i}", i, 1, DEVMEM, DEVCORE, VENDOR, 0, "", True, VENDOR)
-            for i in range(count)
-        )
+        cards = self.cards(node, word="metax", count=1, devmem=DEVMEM, devcore=DEVCORE)
         info = {
             key: parse_table(key, node.annotations[key])
             for key in (LOSSES, SCORES)
             if key in node.annotations
         }
-        return Discovery(devices, info)
+        return Discovery(cards.devices, info)
 
     def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
         """§1.10: healthy while the node has cards."""
-        name = self.config.resource_count_name
+        name = self.count_resource
         return health.capacity_health(capacity_count(node, name), name)
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """§2.4: whole cards, `{n, Metax-GPU, 0, 100%, 100}`."""
-        nums = requests.count(container, self.config.resource_count_name)
-        if nums is None:
-            return None
-        return DeviceRequest(nums, VENDOR, 0, 100, 100)
+        return self.whole(container, memreq=0, coresreq=100)
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         return template.fit(devices, request, ctx, RULES)
@@ -186,7 +156,3 @@ class MetaxGpu(VendorDefaults):
         self, devices: PodSingleDevice, ctx: AnnotationContext | None = None
     ) -> dict[str, str]:
         return device_lists(devices, TO_ALLOCATE, ALLOCATED)
-
-    def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
-        """No mutation; the container is Metax's when `limits` names the count resource."""
-        return requests.lookup(container, self.config.resource_count_name, limits_only=True) is not None
