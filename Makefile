@@ -76,8 +76,9 @@ unit: setup
 integration: setup tools kube
 	$(PY) -m pytest tests/integration
 
-# A mixed cluster: NVIDIA, Huawei Ascend (910B3, 910C), Hygon (beside NVIDIA), Cambricon, Moore Threads.
-DEMO_VENDORS ?= nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c,awsneuron+amd,vastai+biren
+# A mixed cluster: NVIDIA, Huawei Ascend (910B3, 910C), Hygon (beside NVIDIA), Cambricon, Moore Threads,
+# AWS Neuron, AMD, Vastai, Biren, Metax (GPU, sGPU), Iluvatar, Kunlunxin (XPU, vXPU), Enflame (GCU, DRS).
+DEMO_VENDORS ?= nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c,awsneuron+amd,vastai+biren,metax+iluvatar,metax-sgpu,kunlun+enflame,kunlun-vxpu+enflame-drs
 
 demo: setup
 	$(PY) -m sim demo --vendors $(DEMO_VENDORS) --report demo-report.json

@@ -124,12 +124,16 @@ def _slice(s: MigSlice) -> list[object]:
 
 def _encode_uses(uses: Mapping[str, DeviceUse]) -> bytes:
     """`[[uuid, slots, mem, cores], ...]`; a use with MIG slices adds `mig_slots, [[start, size, profile
-    (, mig uuid, gpu instance, compute instance)], ...]` (rows written before MIG support decode too)."""
+    (, mig uuid, gpu instance, compute instance)], ...]`, and a use with usage tags (Metax sGPU's app class
+    and QoS, `Vendor.usage_tags`) adds those two and `[tag, ...]` (shorter rows, written before MIG or tags
+    were kept, decode too)."""
     rows: list[list[object]] = []
     for uuid, u in sorted(uses.items()):
         row: list[object] = [uuid, u.slots, u.mem, u.cores]
-        if u.mig or u.mig_slots:
+        if u.mig or u.mig_slots or u.tags:
             row += [u.mig_slots, [_slice(s) for s in u.mig]]
+        if u.tags:
+            row.append(list(u.tags))
         rows.append(row)
     return orjson.dumps(rows)
 
@@ -142,9 +146,10 @@ def _decode_slice(item: list[Any]) -> MigSlice:
 def _decode_uses(raw: bytes) -> dict[str, DeviceUse]:
     uses = {}
     for row in orjson.loads(raw):
-        uuid, slots, mem, cores, *mig = row
-        slices = tuple(_decode_slice(item) for item in mig[1]) if mig else ()
-        uses[uuid] = DeviceUse(slots, mem, cores, mig[0] if mig else 0, slices)
+        uuid, slots, mem, cores, *more = row
+        slices = tuple(_decode_slice(item) for item in more[1]) if more else ()
+        tags = tuple(more[2]) if len(more) > 2 else ()
+        uses[uuid] = DeviceUse(slots, mem, cores, more[0] if more else 0, slices, tags)
     return uses
 
 

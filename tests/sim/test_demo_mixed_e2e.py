@@ -1,6 +1,7 @@
-"""`python -m sim demo` on a mixed cluster (what `make demo` runs): NVIDIA, Ascend 910B3 and 910C, Hygon
-beside NVIDIA, Cambricon and Moore Threads nodes, every actor a real process. Pods of every vendor are bound,
-no device of any vendor is oversubscribed, no node lock is left, and the report counts them per vendor."""
+"""`python -m sim demo` on mixed clusters (what `make demo` runs), every actor a real process: NVIDIA, Ascend
+910B3 and 910C, Hygon beside NVIDIA, Cambricon and Moore Threads nodes; and NVIDIA beside Metax (GPU, sGPU),
+Iluvatar, Kunlunxin (XPU, vXPU) and Enflame (GCU, DRS) nodes. Pods of every vendor are bound, no device of
+any vendor is oversubscribed, no node lock is left, and the report counts them per vendor."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -18,13 +20,44 @@ from sim.stack import pid_alive
 from sim.testing import REPO_ROOT
 
 pytestmark = pytest.mark.integration
-MIX = "nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c"
 
 
-def test_mixed_demo_binds_every_vendor(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Mix:
+    vendors: str
+    nodes: int
+    pods: int
+    seed: int
+    keys: frozenset[str]
+    own_plugins: frozenset[str]  # vendors whose plugins do not set HAMi's bind phases
+
+
+MIXES = [
+    pytest.param(
+        Mix(
+            "nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c", 7, 40, 1,
+            frozenset({"NVIDIA", "Ascend910B3", "Ascend910C", "DCU", "MLU", "Mthreads"}),
+            frozenset({"MLU", "Mthreads"}),
+        ),
+        id="ascend-hygon-cambricon-mthreads",
+    ),
+    pytest.param(
+        Mix(
+            "nvidia,metax,metax-sgpu,iluvatar,kunlun,kunlun-vxpu,enflame,enflame-drs", 8, 48, 2,
+            frozenset({"NVIDIA", "Metax-GPU", "Metax-SGPU", "BI-V150", "kunlun", "XPU", "GCU", "Enflame"}),
+            frozenset({"kunlun", "Enflame"}),
+        ),
+        id="metax-iluvatar-kunlun-enflame",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mix", MIXES)
+def test_mixed_demo_binds_every_vendor(tmp_path: Path, mix: Mix) -> None:
     report_path = tmp_path / "report.json"
     argv = [
-        sys.executable, "-m", "sim", "demo", "--nodes", "7", "--pods", "40", "--seed", "1", "--vendors", MIX,
+        sys.executable, "-m", "sim", "demo", "--nodes", str(mix.nodes), "--pods", str(mix.pods),
+        "--seed", str(mix.seed), "--vendors", mix.vendors,
         "--report", str(report_path), "--workdir", str(tmp_path / "run"), "--unschedulable-timeout", "2",
         "--timeout", "150",
     ]  # fmt: skip
@@ -46,10 +79,10 @@ def test_mixed_demo_binds_every_vendor(tmp_path: Path) -> None:
     assert report["oversubscribed_devices"] == 0 and report["misplaced_devices"] == []
     assert report["undecodable_allocations"] == [] and report["node_locks_held"] == 0
     by_vendor = report["pods_bound_by_vendor"]
-    assert set(by_vendor) == {"NVIDIA", "Ascend910B3", "Ascend910C", "DCU", "MLU", "Mthreads"}, by_vendor
+    assert set(by_vendor) == mix.keys, by_vendor
     assert all(count > 0 for count in by_vendor.values())
     assert report["pods_bound"] + report["pods_unschedulable"] == report["pods_total"]
-    hami_plugins = report["pods_bound"] - by_vendor["MLU"] - by_vendor["Mthreads"]
+    hami_plugins = report["pods_bound"] - sum(by_vendor[key] for key in mix.own_plugins)
     assert report["bind_phases"].get("success", 0) >= hami_plugins  # their plugins set HAMi's phases
     assert report["device_plugin"]["counters"].get("allocate_failed", 0) == 0
     assert report["children_left"] == []

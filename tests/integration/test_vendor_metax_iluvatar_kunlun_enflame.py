@@ -1,0 +1,119 @@
+"""Metax (GPU, sGPU), Iluvatar, Kunlunxin (XPU, vXPU) and Enflame (GCU, DRS) through real processes (the API
+emulator, Gunicorn, the registration worker), on nodes as their device plugins publish them (sim.vendors):
+Metax GPUs, Kunlunxin XPUs and Enflame GCUs derived from capacity, Metax sGPUs from Metax's device list,
+Iluvatar and Kunlunxin vXPUs from HAMi register annotations, Enflame DRS from its capacity annotation. Pods of
+each vendor, and pods asking two of them at once, are filtered, bound and allocated by the simulated device
+plugins (HAMi's lock-and-to-allocate protocol; Kunlunxin's XPU plugin reading `BAIDU_COM_DEVICE_IDX`;
+Enflame's DRS plugin flipping `enflame.com/gcu-assigned`); then no device is oversubscribed, no node lock is
+left, and a ledger rebuilt from the pods equals the live one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import yaml
+from test_vendor_mixed_cluster import kubelets, pod
+
+from app.devices import build_vendors
+from sim.nodes import ClusterSpec, build_cluster, node_object
+from sim.report import summarize
+from sim.vendors import VENDORS2_SECTIONS, parse_vendors
+from workers.reconcile import Rules, compare, rebuild
+
+pytestmark = pytest.mark.integration
+__all__ = ["kubelets"]  # the mixed-cluster module's fixture: the simulated kubelets of `spec`
+
+MIX = "nvidia+metax-sgpu,metax+iluvatar,kunlun+enflame,kunlun-vxpu+enflame-drs"
+SECTIONS = {"nvidia": {"resourceCountName": "nvidia.com/gpu"}, **VENDORS2_SECTIONS}
+VENDORS = build_vendors(SECTIONS, frozenset({"iluvatar"}))
+MUTEX = "hami.io/mutex.lock"
+
+SGPU = {"metax-tech.com/sgpu": "1", "metax-tech.com/vmemory": "4", "metax-tech.com/vcore": "30"}
+PODS = [
+    pod("metax-cards", {"metax-tech.com/gpu": "2"}),
+    pod("sgpu", SGPU, annotations={"metax-tech.com/sgpu-qos-policy": "best-effort"}),
+    pod("bi", {"iluvatar.ai/BI-V150-vgpu": "1", "iluvatar.ai/BI-V150.vMem": "16"}),  # 16 x 256 MiB
+    pod("xpu", {"kunlunxin.com/xpu": "2"}),
+    pod("vxpu", {"kunlunxin.com/vxpu": "1", "kunlunxin.com/vxpu-memory": "24576"}),
+    pod("gcu", {"enflame.com/gcu": "1"}),
+    pod("drs", {"enflame.com/drs-gcu": "3"}),
+    pod("nv-sgpu", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000", **SGPU}),
+    pod("xpu-gcu", {"kunlunxin.com/xpu": "1"}, {"enflame.com/gcu": "1"}),
+    pod(
+        "vxpu-drs",
+        {"kunlunxin.com/vxpu": "1", "kunlunxin.com/vxpu-memory": "49152"},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def spec() -> ClusterSpec:
+    return build_cluster(4, seed=5, gpus_per_node=2, zones=1, vendors=parse_vendors(MIX))
+
+
+@pytest.fixture(scope="module")
+def service(
+    start_service: Any, cluster: Any, spec: ClusterSpec, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    config = tmp_path_factory.mktemp("vendors2") / "device-config.yaml"
+    config.write_text(yaml.safe_dump(SECTIONS), encoding="utf-8")
+    cluster.emulator.seed([node_object(node) for node in spec.nodes])
+    env = {"HAMI_DEVICE_CONFIG_FILE": str(config), "HAMI_ENABLE_ILUVATAR": "true"}
+    started = start_service(env=env, registrar="worker")
+    deadline = time.monotonic() + 60
+    while started.debug_state().get("nodes", 0) < len(spec.nodes):
+        assert time.monotonic() < deadline, "every vendor's node registers"
+        time.sleep(0.25)
+    return started
+
+
+def test_metax_iluvatar_kunlun_enflame_are_scheduled_and_allocated(
+    service: Any, cluster: Any, spec: ClusterSpec, kubelets: Any, wait_for: Any
+) -> None:
+    names = [node.name for node in spec.nodes]
+    placed: dict[str, str] = {}
+    for manifest in PODS:
+        name = manifest["metadata"]["name"]
+        created = cluster.create_pod(manifest)
+        answer = service.filter(created, names)
+        assert answer["Error"] == "" and answer["NodeNames"], (name, answer)
+        assert service.bind(cluster.pod(name), answer["NodeNames"][0]) == {"Error": ""}, name
+        placed[name] = answer["NodeNames"][0]
+
+    def running() -> bool:
+        return all(cluster.pod(name)["status"].get("phase") == "Running" for name in placed)
+
+    wait_for(running, 30, "every pod admitted by its node's device plugins")
+    nodes = [cluster.node(n) for n in names]
+    assert not any(MUTEX in (n["metadata"].get("annotations") or {}) for n in nodes), "no lock left"
+    report = summarize(cluster.pods(), nodes)
+    assert report["oversubscribed_devices"] == 0 and report["misplaced_devices"] == []
+    assert report["pods_bound_by_vendor"] == {
+        "BI-V150": 1, "Enflame": 2, "GCU": 2, "Metax-GPU": 1, "Metax-SGPU": 2, "NVIDIA": 1, "XPU": 2,
+        "kunlun": 2,
+    }  # fmt: skip
+    assert kubelets.stats.counters["allocate_failed"] == 0
+
+    cards = cluster.pod_annotations("metax-cards")["hami.io/metax-gpu-devices-allocated"]
+    assert cards.count(",Metax-GPU,65536,100") == 2  # V§2.4: whole cards of one pod
+    sgpu = cluster.pod_annotations("sgpu")
+    assert sgpu["metax-tech.com/gpu-devices-allocated"].startswith("[")  # Metax's own JSON (V§2.5)
+    assert sgpu["hami.io/metax-sgpu-devices-allocated"].endswith(",Metax-SGPU,4096,30:;")
+    indexes = sorted(int(i) for i in cluster.pod_annotations("xpu")["BAIDU_COM_DEVICE_IDX"].split(","))
+    assert len(indexes) == 2 and (indexes[0] // 4 == indexes[1] // 4 or indexes[1] - indexes[0] == 4)
+    drs = cluster.pod_annotations("drs")
+    assert drs["enflame.com/gcu-assigned"] == "true"  # the DRS plugin's flip (V§2.9)
+    assert drs["enflame.com/gcu-request-size"] == "3"
+    assert cluster.pod_annotations("bi")["hami.io/BI-V150-devices-allocated"].endswith(",BI-V150,4096,0:;")
+
+    rules = Rules(frozenset({"hami-scheduler"}), VENDORS, 60.0)
+    rebuilt = [e for e in rebuild(cluster.pods(), rules, time.time()).entries if e.name in placed]
+    live = [e for e in service.ledger.all_entries() if e.name in placed]
+    assert len(rebuilt) == len(placed)
+    assert not compare(rebuilt, live), "a ledger rebuilt from the pods equals the live one"
+    tags = {e.name: e.uses for e in live if e.name in ("sgpu", "nv-sgpu")}
+    assert [u.tags for u in tags["sgpu"].values()] == [("qos=best-effort",)]  # kept in the ledger
