@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from app.cli.migrate import convert
+
 ROOT = Path(__file__).resolve().parents[2]
 
 DEVICE_CONFIG = {
@@ -168,3 +170,33 @@ def test_admit_denies_a_bad_app_class(tmp_path: Path) -> None:
         response["allowed"] is False
         and "app-class pod must request single device" in response["status"]["message"]
     )
+
+
+def test_migrate_values_maps_their_hami_values() -> None:
+    """HAMi's chart values of these vendors (chart 2.10.0: `metaxResource*`, `metaxsGPUTopologyAware`,
+    `kunlunResourceName`, `devices.<vendor>.enabled/customresources`)."""
+    hami = {
+        "metaxResourceName": "metax-tech.com/sgpu",
+        "metaxsGPUTopologyAware": "true",
+        "kunlunResourceName": "kunlunxin.com/xpu",
+        "devices": {
+            "kunlun": {"enabled": True, "customresources": ["kunlunxin.com/xpu"]},
+            "enflame": {"enabled": "true", "customresources": ["enflame.com/gcu"]},
+            "iluvatar": {"enabled": True, "customresources": ["iluvatar.ai/BI-V150-vgpu"]},
+        },
+    }
+    out = convert(hami)
+    assert out.values["devices"] == {
+        "metax": {"sgpuTopologyAware": True},
+        "kunlun": {"enabled": True},
+        "enflame": {"enabled": True},
+        "iluvatar": {"enabled": True},
+    }
+    reasons = {path: why for path, _value, why in out.unmapped}
+    assert (
+        reasons["metaxResourceName"].startswith("not converted")
+        and "devices.metax.enabled" in reasons["metaxResourceName"]
+    )
+    assert reasons["kunlunResourceName"].startswith("not converted")
+    assert reasons["devices.enflame.customresources"].startswith("not converted")
+    assert "devices.iluvatar.configs" in reasons["devices.iluvatar.customresources"]
