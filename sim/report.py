@@ -28,7 +28,7 @@ from app.core.model import ContainerDevices, DeviceInfo
 from app.devices import build_vendors
 from sim import podutil
 from sim.nodes import ZONE_LABEL
-from sim.vendors import VENDORS2_SECTIONS
+from sim.vendors import TWO_BACKEND_SECTIONS
 from sim.workload import KIND_LABEL
 
 LOCK = "hami.io/mutex.lock"
@@ -42,7 +42,7 @@ VENDORS = build_vendors(
         "amd": {"resourceCountName": "amd.com/gpu"},
         "vastai": {"resourceCountName": "vastaitech.com/va"},
         "biren": {"resourceCountName": "birentech.com/gpu"},
-        **VENDORS2_SECTIONS,
+        **TWO_BACKEND_SECTIONS,
     },
     frozenset({"ascend", "iluvatar"}),
 )

@@ -24,7 +24,7 @@ import yaml
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
 from sim.kube import Kube, pool_manager
 from sim.processes import ChildProcess, start_process
-from sim.vendors import VENDORS2_SECTIONS, parse_vendors
+from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -233,7 +233,7 @@ def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
     ):
         if part in parts:
             sections[section] = {"resourceCountName": count}
-    for section, values in VENDORS2_SECTIONS.items():  # vendors2: Metax, Kunlunxin, Enflame
+    for section, values in TWO_BACKEND_SECTIONS.items():
         if any(part.startswith(section) for part in parts):
             sections[section] = dict(values)
     workdir.mkdir(parents=True, exist_ok=True)

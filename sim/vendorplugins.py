@@ -162,7 +162,7 @@ class NeuronPlugin:
             self._given.pop(uid, None)
 
 
-# --- vendors2: Kunlunxin XPU, Enflame DRS ---
+# --- Kunlunxin XPU, Enflame DRS ---
 DEVICE_IDX = "BAIDU_COM_DEVICE_IDX"
 ASSIGNED_NODE, BIND_TIME = "hami.io/vgpu-node", "hami.io/bind-time"
 GCU_ASSIGNED, GCU_TIME, GCU_INDEX, CONTAINERS = (

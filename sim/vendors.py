@@ -253,7 +253,7 @@ def _biren(node: str) -> VendorPart:
 
 
 # --- end AWS Neuron, AMD, Vastai, Biren ---
-# --- vendors2: Metax, Iluvatar, Kunlunxin, Enflame ---
+# --- Metax, Iluvatar, Kunlunxin, Enflame (vendors §2.4-2.9) ---
 
 
 def _capacity_part(
@@ -405,22 +405,12 @@ def _enflame_drs(node: str) -> VendorPart:
     )
 
 
-VENDORS2_PARTS: Mapping[str, Callable[[str], VendorPart]] = {
-    "metax": _metax,
-    "metax-sgpu": _metax_sgpu,
-    "iluvatar": _iluvatar,
-    "kunlun": _kunlun,
-    "kunlun-vxpu": _kunlun_vxpu,
-    "enflame": _enflame,
-    "enflame-drs": _enflame_drs,
-}
-# the device-config sections that enable them (the chart's values)
-VENDORS2_SECTIONS: Mapping[str, Mapping[str, Any]] = {
+# the device-config sections that enable Metax, Kunlunxin and Enflame, both backends each (the chart's values)
+TWO_BACKEND_SECTIONS: Mapping[str, Mapping[str, Any]] = {
     "metax": {"resourceCountName": "metax-tech.com/gpu", "resourceVCountName": "metax-tech.com/sgpu"},
     "kunlun": {"resourceCountName": "kunlunxin.com/xpu", "resourceVCountName": "kunlunxin.com/vxpu"},
     "enflame": {"resourceNameGCU": "enflame.com/gcu"},
 }
-# --- end vendors2 ---
 
 
 PARTS: Mapping[str, Callable[[str], VendorPart]] = {
@@ -434,7 +424,13 @@ PARTS: Mapping[str, Callable[[str], VendorPart]] = {
     "amd": _amd,
     "vastai": _vastai,
     "biren": _biren,
-    **VENDORS2_PARTS,
+    "metax": _metax,
+    "metax-sgpu": _metax_sgpu,
+    "iluvatar": _iluvatar,
+    "kunlun": _kunlun,
+    "kunlun-vxpu": _kunlun_vxpu,
+    "enflame": _enflame,
+    "enflame-drs": _enflame_drs,
 }
 
 

@@ -127,8 +127,8 @@ VENDOR_WEIGHT = 0.08  # of all pods, per vendor pod kind
 MIXED_WEIGHT = 0.04  # NVIDIA + Hygon in one container, when some node has both
 
 
-# vendors2: the limits of one pod of Metax, Iluvatar, Kunlunxin and Enflame, as their webhooks leave them
-VENDORS2_PODS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+# the limits of one pod of Metax, Iluvatar, Kunlunxin and Enflame, as their webhooks leave them
+POD_LIMITS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "metax": lambda rng: {"metax-tech.com/gpu": rng.choice([1, 1, 2])},
     "metax-sgpu": lambda rng: rng.choice(
         [
@@ -158,8 +158,8 @@ VENDORS2_PODS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
 
 def _vendor(rng: random.Random, kind: str) -> list[dict[str, Any]]:
     """The containers of one pod of another vendor's `kind` (values their webhooks accept)."""
-    if kind in VENDORS2_PODS:
-        return [_container("dev", VENDORS2_PODS[kind](rng))]
+    if kind in POD_LIMITS:
+        return [_container("dev", POD_LIMITS[kind](rng))]
     if kind == "ascend":
         count = rng.choice([1, 1, 2])
         limits: dict[str, Any] = {"huawei.com/Ascend910B3": count}

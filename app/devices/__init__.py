@@ -64,7 +64,6 @@ REGISTRY: tuple[Family, ...] = (
     Family("NVIDIA", "nvidia", _one(lambda s: Nvidia(parse_nvidia_config(s))), always=True),
     Family("Cambricon MLU", "cambricon", _one(lambda s: Cambricon(parse_cambricon_config(s)))),
     Family("Hygon DCU", "hygon", _one(lambda s: Hygon(parse_hygon_config(s)))),
-    # --- vendors2: Enflame (V§2.9) ---
     Family(
         "Enflame",
         "enflame",
@@ -79,7 +78,6 @@ REGISTRY: tuple[Family, ...] = (
         count_keys=("resourceNameGCU",),
     ),
     Family("Moore Threads", "mthreads", _one(lambda s: Mthreads(parse_mthreads_config(s)))),
-    # --- vendors2: Metax (V§2.4, §2.5), Kunlunxin (V§2.8) ---
     Family(
         "Metax",
         "metax",
@@ -106,7 +104,6 @@ REGISTRY: tuple[Family, ...] = (
     Family("Biren", "biren", _one(lambda s: Biren(parse_biren_config(s)))),
     # --- end AWS Neuron, AMD, Vastai, Biren ---
     Family("Huawei Ascend", "vnpus", ascend_vendors, flag="ascend"),
-    # --- vendors2: Iluvatar (V§2.6) ---
     Family(
         "Iluvatar",
         "iluvatars",

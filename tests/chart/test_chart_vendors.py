@@ -80,7 +80,7 @@ def test_by_default_only_nvidia(render: Any) -> None:
                 "resourceCoreName": "mthreads.com/sgpu-core",
             },
         ),
-        # vendors2 (V§1.3: HAMi's chart lists every name of Metax, Enflame and Kunlunxin)
+        # Metax, Enflame, Kunlunxin (V§1.3: HAMi's chart lists every name of Metax, Enflame and Kunlunxin)
         (
             "metax",
             ["metax-tech.com/gpu", "metax-tech.com/sgpu", "metax-tech.com/vcore", "metax-tech.com/vmemory"],

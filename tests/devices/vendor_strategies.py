@@ -1,5 +1,5 @@
 """Hypothesis strategies for mixed clusters: nodes carrying NVIDIA, Ascend, Hygon, Cambricon, Moore Threads,
-AWS Neuron, AMD, Vastai and Biren devices, and the vendors of `vendors2_strategies` (Metax, Iluvatar,
+AWS Neuron, AMD, Vastai and Biren devices, and the vendors of `more_vendor_strategies` (Metax, Iluvatar,
 Kunlunxin, Enflame) (several vendors on one node too), existing usage, and pods asking any mix of them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import vendors2_strategies as v2
+import more_vendor_strategies as v2
 from core_builders import NVIDIA, gpu, pod
 from hypothesis import strategies as st
 
@@ -72,7 +72,7 @@ def node_devices(draw: st.DrawFn, name: str, among: tuple[str, ...] = FAMILIES) 
     for family in families:
         if family in VENDORS3_FAMILIES:
             devices += _vendors3_devices(draw, name, family)
-        elif family in v2.FAMILIES2:  # vendors2
+        elif family in v2.FAMILIES2:
             found, learned = v2.devices(draw, name, family)
             devices += found
             info.update(learned)
@@ -161,7 +161,7 @@ def _limits(
     for family in wanted:
         if family in VENDORS3_FAMILIES:
             limits.update(_vendors3_limits(draw, family))
-        elif family in v2.FAMILIES2:  # vendors2
+        elif family in v2.FAMILIES2:
             limits.update(v2.limits(draw, family, app_class))
         elif family == "nvidia":
             limits["nvidia.com/gpu"] = draw(st.sampled_from([1, 1, 2]))

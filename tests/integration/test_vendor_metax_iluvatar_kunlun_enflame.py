@@ -20,14 +20,14 @@ from test_vendor_mixed_cluster import kubelets, pod
 from app.devices import build_vendors
 from sim.nodes import ClusterSpec, build_cluster, node_object
 from sim.report import summarize
-from sim.vendors import VENDORS2_SECTIONS, parse_vendors
+from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
 from workers.reconcile import Rules, compare, rebuild
 
 pytestmark = pytest.mark.integration
 __all__ = ["kubelets"]  # the mixed-cluster module's fixture: the simulated kubelets of `spec`
 
 MIX = "nvidia+metax-sgpu,metax+iluvatar,kunlun+enflame,kunlun-vxpu+enflame-drs"
-SECTIONS = {"nvidia": {"resourceCountName": "nvidia.com/gpu"}, **VENDORS2_SECTIONS}
+SECTIONS = {"nvidia": {"resourceCountName": "nvidia.com/gpu"}, **TWO_BACKEND_SECTIONS}
 VENDORS = build_vendors(SECTIONS, frozenset({"iluvatar"}))
 MUTEX = "hami.io/mutex.lock"
 
@@ -59,7 +59,7 @@ def spec() -> ClusterSpec:
 def service(
     start_service: Any, cluster: Any, spec: ClusterSpec, tmp_path_factory: pytest.TempPathFactory
 ) -> Any:
-    config = tmp_path_factory.mktemp("vendors2") / "device-config.yaml"
+    config = tmp_path_factory.mktemp("metax-iluvatar-kunlun-enflame") / "device-config.yaml"
     config.write_text(yaml.safe_dump(SECTIONS), encoding="utf-8")
     cluster.emulator.seed([node_object(node) for node in spec.nodes])
     env = {"HAMI_DEVICE_CONFIG_FILE": str(config), "HAMI_ENABLE_ILUVATAR": "true"}

@@ -305,7 +305,7 @@ Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend91
 {{- $names = concat $names (list $values.resourceCountName (default "" $values.resourceMemoryName) (default "" $values.resourceCoreName)) -}}
 {{- end -}}
 {{- end -}}
-{{- /* vendors2: Metax, Kunlunxin, Enflame, Iluvatar (HAMi's lists, V§1.3) */ -}}
+{{- /* Metax, Kunlunxin, Enflame, Iluvatar (HAMi's lists, V§1.3) */ -}}
 {{- if .metax.enabled -}}
 {{- $names = concat $names (list .metax.resourceCountName .metax.resourceVCountName .metax.resourceVCoreName .metax.resourceVMemoryName) -}}
 {{- end -}}

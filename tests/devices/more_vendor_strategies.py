@@ -1,7 +1,7 @@
-"""Hypothesis parts for the vendors of vendors2 (Metax GPU and sGPU, Iluvatar, Kunlunxin XPU and vXPU,
-Enflame GCU and DRS), plugged into `vendor_strategies`: their nodes as the device plugins register them,
-realistic existing usage (vXPUs of one template per device, the tags of sGPU holders), container limits as
-their webhooks leave them, and the pod annotations they read (sGPU app class and QoS)."""
+"""Hypothesis parts for Metax GPU and sGPU, Iluvatar, Kunlunxin XPU and vXPU, Enflame GCU and DRS, plugged
+into `vendor_strategies`: their nodes as the device plugins register them, realistic existing usage (vXPUs of
+one template per device, the tags of sGPU holders), container limits as their webhooks leave them, and the pod
+annotations they read (sGPU app class and QoS)."""
 
 from __future__ import annotations
 

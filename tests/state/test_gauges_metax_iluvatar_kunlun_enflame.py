@@ -1,4 +1,4 @@
-"""HAMi's gauges (reference §8, vendors §2.10 "Metrics: generic") for the vendors of vendors2: Metax,
+"""HAMi's gauges (reference §8, vendors §2.10 "Metrics: generic") for Metax,
 Iluvatar, Kunlunxin and Enflame devices registered on a node get the device gauges with their registered
 type as `device_type`, their reservations the per-pod gauges, and their quota resources the quota gauges,
 from the devices and ledger rows discovery and the filter produce."""
@@ -26,7 +26,7 @@ VENDORS = build_vendors(
 )
 
 
-def test_device_pod_and_quota_gauges_for_vendors2() -> None:
+def test_device_pod_and_quota_gauges_for_metax_iluvatar_kunlun_enflame() -> None:
     sgpu = '[{"uuid":"GPU-1","totalDevCount":16,"totalCompute":100,"totalVRam":32768,"healthy":true}]'
     node = view(
         "n1",

@@ -1,8 +1,8 @@
-"""`explain` and `admit` with HAMi's device-config.yaml for the vendors of vendors2 (reference vendors
-§1.2-§1.3, §2.4-§2.9): Iluvatar (behind --enable-iluvatar in HAMi) is enabled exactly when its `iluvatars`
-section is present, Metax and Kunlunxin per backend their section names, Enflame DRS always; FailedNodes
-carries the vendor's reason strings, Annotations every key it writes at filter time, and `admit` its
-webhook mutation."""
+"""`explain` and `admit` with HAMi's device-config.yaml for Metax, Iluvatar, Kunlunxin and Enflame (reference
+vendors §1.2-§1.3, §2.4-§2.9): Iluvatar (behind --enable-iluvatar in HAMi) is enabled exactly when its
+`iluvatars` section is present, Metax and Kunlunxin per backend their section names, Enflame DRS always;
+FailedNodes carries the vendor's reason strings, Annotations every key it writes at filter time, and `admit`
+its webhook mutation."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The node locks a pod's bind takes, with the vendors of vendors2 among HAMi's (reference vendors §1.5):
-Metax sGPU, Iluvatar and Kunlunxin vXPU take the shared `hami.io/mutex.lock`; Metax whole GPUs, Kunlunxin
-whole XPUs and both Enflame backends take none. For any mix of requested vendors the bind takes exactly the
-distinct locks of those vendors, each once, in annotation-key order (so two pods needing the same locks
-take them in the same order), which is what lets it release all of them together on any failure."""
+"""The node locks a pod's bind takes, with Metax, Iluvatar, Kunlunxin and Enflame among HAMi's (reference
+vendors §1.5): Metax sGPU, Iluvatar and Kunlunxin vXPU take the shared `hami.io/mutex.lock`; Metax whole GPUs,
+Kunlunxin whole XPUs and both Enflame backends take none. For any mix of requested vendors the bind takes
+exactly the distinct locks of those vendors, each once, in annotation-key order (so two pods needing the same
+locks take them in the same order), which is what lets it release all of them together on any failure."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def asking(*groups: tuple[str, ...]) -> PodRequests:
         "§1.5 Cambricon's own lock first",
     ],
 )
-def test_locks_for_vendors2(keys: tuple[str, ...], locks: tuple[object, ...]) -> None:
+def test_locks_for_metax_iluvatar_kunlun_enflame(keys: tuple[str, ...], locks: tuple[object, ...]) -> None:
     assert locks_for(asking(keys), VENDORS) == locks
 
 
