@@ -28,14 +28,12 @@ from app.core.health import Health, Reported
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.score import i32
 from app.core.vendor import (
-    SHARED_LOCK,
     AdmissionError,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     InvalidRequest,
-    LockSpec,
     NodeView,
     Reads,
 )
@@ -43,12 +41,14 @@ from app.devices.common import requests, slots, template
 from app.devices.common.base import NamedResources, device_lists
 from app.devices.common.config import SectionNames, parse_names
 from app.devices.common.nodes import capacity_count
+from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.common.selectors import type_allowed
 
 VENDOR = "AMD"
 REGISTER = "hami.io/node-amd-register"
 TO_ALLOCATE = "hami.io/amd-devices-to-allocate"
 ALLOCATED = "hami.io/amd-devices-allocated"
+KEYS = Keys(VENDOR, REGISTER, "", TO_ALLOCATE, ALLOCATED)  # no handshake (§1.10: capacity health)
 USE_TYPE, NOUSE_TYPE = "amd.com/use-gputype", "amd.com/nouse-gputype"
 USE_UUID, NOUSE_UUID = "amd.com/use-gpu-uuid", "amd.com/nouse-gpu-uuid"
 SEPARATORS = (",", ":", ";")
@@ -88,53 +88,24 @@ def compute_units(device: DeviceUsage, percent: int, memreq: int) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Amd(NamedResources):
+class Amd(NamedResources, Registered):
     config: AmdConfig = field(default_factory=AmdConfig)
 
     @property
-    def key(self) -> str:
-        return VENDOR
+    def keys(self) -> Keys:
+        return KEYS
 
     @property
     def memory_factor(self) -> int:
         return 0
 
     @property
-    def allocated_annotation(self) -> str:
-        return ALLOCATED
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return TO_ALLOCATE
-
-    @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return REGISTER
-
-    @property
     def reads(self) -> Reads:
         return Reads(capacity=(self.config.resource_count_name,))
 
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
-
-    @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED)
-
-    def registered(self, node: NodeView) -> bool:
-        return REGISTER in node.annotations
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices` (§2.11): the JSON array; empty is `no gpu found on node`."""
-        devices = codec.decode_register_json(node.annotations[REGISTER], VENDOR)
-        if not devices:
-            raise codec.CodecError("no gpu found on node")
+        devices = register_devices(node, KEYS)
         for device in devices:
             if any(sep in device.type for sep in SEPARATORS):
                 raise codec.CodecError(

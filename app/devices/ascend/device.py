@@ -12,20 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from app.core import codec, health
+from app.core import codec
 from app.core import reasons as r
-from app.core.health import Health, Reported
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
-    SHARED_LOCK,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
-    LockSpec,
     NodeView,
     Reads,
     ResourceNames,
@@ -35,8 +31,8 @@ from app.devices.ascend import admission
 from app.devices.ascend import fit as ascend_fit
 from app.devices.ascend.config import Chip, parse_ascend_config
 from app.devices.common import requests, template
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.nodes import allocatable_count
+from app.devices.common.base import device_lists
+from app.devices.common.registered import Keys, Registered, register_devices
 
 PREDICATE_TIME = "predicate-time"
 NODE_HAMI_CORE = "hami-vnpu-core"  # node annotation written by the Ascend device plugin
@@ -44,19 +40,20 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
-class Ascend(VendorDefaults):
+class Ascend(Registered):
     chip: Chip = field(default_factory=lambda: Chip("Ascend910B3"))
     hami_vnpu_core: bool = False  # vnpus.hamiVnpuCore: soft split supported unless a node says otherwise
 
     # --- keys (§2.1.1) ------------------------------------------------------------------------------------
 
     @property
-    def key(self) -> str:
-        return self.chip.common_word
+    def keys(self) -> Keys:
+        word = self.chip.common_word
+        return Keys.per_word(word, f"hami.io/node-register-{word}")
 
     @property
     def register(self) -> str:
-        return f"hami.io/node-register-{self.key}"
+        return self.keys.register
 
     @property
     def runtime_annotation(self) -> str:
@@ -72,28 +69,8 @@ class Ascend(VendorDefaults):
         return self.chip.memory_factor
 
     @property
-    def allocated_annotation(self) -> str:
-        return f"hami.io/{self.key}-devices-allocated"
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return f"hami.io/{self.key}-devices-to-allocate"
-
-    @property
-    def handshake_annotation(self) -> str:
-        return f"hami.io/node-handshake-{self.key}"
-
-    @property
-    def source(self) -> str:
-        return self.register
-
-    @property
     def reads(self) -> Reads:
         return Reads(node_annotations=(NODE_HAMI_CORE,))
-
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
 
     @property
     def pod_annotation_keys(self) -> tuple[str, ...]:
@@ -114,20 +91,10 @@ class Ascend(VendorDefaults):
 
     # --- registration (§2.1.2) ----------------------------------------------------------------------------
 
-    def registered(self, node: NodeView) -> bool:
-        return self.register in node.annotations
-
     def discover(self, node: NodeView) -> Discovery:
-        devices = codec.decode_register_json(node.annotations[self.register], self.key, custom=True)
-        if not devices:
-            raise codec.CodecError("no device found on node")
+        devices = register_devices(node, self.keys, custom=True, empty="no device found on node")
         switch = node.annotations.get(NODE_HAMI_CORE)
         return Discovery(devices, {NODE_HAMI_CORE: switch} if switch is not None else {})
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        count = self.chip.resource_name
-        value = node.annotations.get(self.handshake_annotation)
-        return health.handshake_only(value, allocatable_count(node, count), now, count)
 
     # --- requests and Fit (§2.1.3, §2.1.5) ----------------------------------------------------------------
 

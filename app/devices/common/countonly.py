@@ -14,17 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
-from app.core import codec, health
-from app.core.health import Health, Reported
 from app.core.model import DeviceRequest, PodSingleDevice
-from app.core.vendor import SHARED_LOCK, AnnotationContext, Discovery, LockSpec, NodeView, ResourceNames
+from app.core.vendor import AnnotationContext, Discovery, NodeView, ResourceNames
 from app.devices.common import requests
-from app.devices.common.base import VendorDefaults, device_lists
+from app.devices.common.base import device_lists
 from app.devices.common.config import section_of, string
-from app.devices.common.nodes import allocatable_count
+from app.devices.common.registered import Registered, register_devices
 from app.devices.common.slots import SlotRules
 
 
@@ -60,7 +57,7 @@ def count_section(value: Any, path: str, default: str) -> str:
     return string(section_of(value, path), "resourceCountName", default, path)
 
 
-class CountOnly(VendorDefaults):
+class CountOnly(Registered):
     __slots__ = ()
     KEYS: ClassVar[CountOnlyKeys]
 
@@ -69,8 +66,8 @@ class CountOnly(VendorDefaults):
         raise NotImplementedError
 
     @property
-    def key(self) -> str:
-        return self.KEYS.vendor
+    def keys(self) -> CountOnlyKeys:
+        return self.KEYS
 
     @property
     def resources(self) -> ResourceNames:
@@ -80,47 +77,11 @@ class CountOnly(VendorDefaults):
     def memory_factor(self) -> int:
         return 0
 
-    @property
-    def allocated_annotation(self) -> str:
-        return self.KEYS.allocated
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return self.KEYS.to_allocate
-
-    @property
-    def handshake_annotation(self) -> str:
-        return self.KEYS.handshake
-
-    @property
-    def source(self) -> str:
-        return self.KEYS.register
-
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
-
-    @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (self.KEYS.to_allocate, self.KEYS.allocated)
-
-    def registered(self, node: NodeView) -> bool:
-        return self.KEYS.register in node.annotations
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices`: the JSON array, every device's `Devcore` set to 100 ("only for calscore
         use"); an empty array is `no gpu found on node`."""
-        keys = self.KEYS
-        devices = codec.decode_register_json(node.annotations[keys.register], keys.vendor, custom=keys.custom)
-        if not devices:
-            raise codec.CodecError("no gpu found on node")
+        devices = register_devices(node, self.KEYS, custom=self.KEYS.custom)
         return Discovery(tuple(dataclasses.replace(d, devcore=100) for d in devices))
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        count = self.config.resource_count_name
-        return health.handshake_only(
-            node.annotations.get(self.KEYS.handshake), allocatable_count(node, count), now, count
-        )
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """HAMi `GenerateResourceRequests`: the count (limits, else requests), nothing else."""

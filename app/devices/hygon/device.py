@@ -12,25 +12,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from app.core import codec, health
-from app.core.health import Health, Reported
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
-    SHARED_LOCK,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
-    LockSpec,
     NodeView,
 )
 from app.devices.common import requests, template
 from app.devices.common.base import NamedResources, device_lists
 from app.devices.common.config import SectionNames, integer, parse_names, section_of
-from app.devices.common.nodes import allocatable_count
+from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.common.selectors import type_allowed
 
 VENDOR = "DCU"
@@ -38,6 +33,7 @@ REGISTER = "hami.io/node-dcu-register"
 HANDSHAKE = "hami.io/node-handshake-dcu"
 TO_ALLOCATE = "hami.io/dcu-devices-to-allocate"
 ALLOCATED = "hami.io/dcu-devices-allocated"
+KEYS = Keys(VENDOR, REGISTER, HANDSHAKE, TO_ALLOCATE, ALLOCATED)
 USE_TYPE, NOUSE_TYPE = "hygon.com/use-dcutype", "hygon.com/nouse-dcutype"
 USE_UUID, NOUSE_UUID = "hygon.com/use-gpuuuid", "hygon.com/nouse-gpuuuid"
 INT32_MAX = 2**31 - 1
@@ -67,56 +63,20 @@ RULES = template.Rules(VENDOR, USE_UUID, NOUSE_UUID, type_check=_type_check)
 
 
 @dataclass(frozen=True, slots=True)
-class Hygon(NamedResources):
+class Hygon(NamedResources, Registered):
     config: HygonConfig = field(default_factory=HygonConfig)
 
     @property
-    def key(self) -> str:
-        return VENDOR
+    def keys(self) -> Keys:
+        return KEYS
 
     @property
     def memory_factor(self) -> int:
         return self.config.memory_factor
 
-    @property
-    def allocated_annotation(self) -> str:
-        return ALLOCATED
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return TO_ALLOCATE
-
-    @property
-    def handshake_annotation(self) -> str:
-        return HANDSHAKE
-
-    @property
-    def source(self) -> str:
-        return REGISTER
-
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
-
-    @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED)
-
-    def registered(self, node: NodeView) -> bool:
-        return REGISTER in node.annotations
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices`: the colon format; `:` alone decodes to nothing (`no gpu found on node`)."""
-        devices = codec.decode_register_legacy(node.annotations[REGISTER], VENDOR)
-        if not devices:
-            raise codec.CodecError("no gpu found on node")
-        return Discovery(devices)
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        count = self.config.resource_count_name
-        return health.handshake_only(
-            node.annotations.get(HANDSHAKE), allocatable_count(node, count), now, count
-        )
+        return Discovery(register_devices(node, KEYS, legacy=True))
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """HAMi `GenerateResourceRequests` (§2.2): cores default to 100, memory 0 means the whole card."""

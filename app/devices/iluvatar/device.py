@@ -16,25 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from app.core import codec, health, quantity
-from app.core.health import Health, Reported
+from app.core import quantity
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
-    SHARED_LOCK,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     InvalidRequest,
-    LockSpec,
     NodeView,
 )
 from app.devices.common import requests, template
 from app.devices.common.base import NamedResources, device_lists
-from app.devices.common.nodes import allocatable_count
+from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.iluvatar.config import CHART_CHIPS, IluvatarChip, parse_iluvatar_config
 
 MEMORY_FACTOR = 256  # one vMem unit is 256 MiB
@@ -43,63 +39,29 @@ INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 
 
 @dataclass(frozen=True, slots=True)
-class Iluvatar(NamedResources):
+class Iluvatar(NamedResources, Registered):
     config: IluvatarChip = field(default_factory=lambda: CHART_CHIPS[2])
 
     @property
-    def key(self) -> str:
-        return self.config.common_word
+    def keys(self) -> Keys:
+        word = self.config.common_word
+        return Keys.per_word(word, f"hami.io/node-{word}-register")
 
     @property
     def register(self) -> str:
-        return f"hami.io/node-{self.key}-register"
+        return self.keys.register
 
     @property
     def memory_factor(self) -> int:
         return MEMORY_FACTOR
 
     @property
-    def allocated_annotation(self) -> str:
-        return f"hami.io/{self.key}-devices-allocated"
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return f"hami.io/{self.key}-devices-to-allocate"
-
-    @property
-    def handshake_annotation(self) -> str:
-        return f"hami.io/node-handshake-{self.key}"
-
-    @property
-    def source(self) -> str:
-        return self.register
-
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
-
-    @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (self.to_allocate_annotation, self.allocated_annotation)
-
-    @property
     def rules(self) -> template.Rules:
         return template.Rules(self.key, f"hami.io/use-{self.key}-uuid", f"hami.io/no-use-{self.key}-uuid")
 
-    def registered(self, node: NodeView) -> bool:
-        return self.register in node.annotations
-
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices`: the colon format; `:` alone decodes to nothing (`no gpu found on node`)."""
-        devices = codec.decode_register_legacy(node.annotations[self.register], self.key)
-        if not devices:
-            raise codec.CodecError("no gpu found on node")
-        return Discovery(devices)
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        count = self.config.resource_count_name
-        value = node.annotations.get(self.handshake_annotation)
-        return health.handshake_only(value, allocatable_count(node, count), now, count)
+        return Discovery(register_devices(node, self.keys, legacy=True))
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """HAMi `GenerateResourceRequests` (§2.6): memory in 256 MiB units, cores default 0."""

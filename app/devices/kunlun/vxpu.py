@@ -16,26 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from app.core import codec, health, quantity
-from app.core.health import Health, Reported
+from app.core import quantity
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.policy import MUTEX, policy_contains
 from app.core.vendor import (
-    SHARED_LOCK,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
-    LockSpec,
     NodeView,
     ResourceNames,
 )
 from app.devices.common import requests
-from app.devices.common.base import VendorDefaults, device_lists
-from app.devices.common.nodes import allocatable_count
+from app.devices.common.base import device_lists
+from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.kunlun import topology
 from app.devices.kunlun.config import KunlunConfig
 from app.devices.kunlun.xpu import topology_failure, uuid_fits
@@ -45,6 +41,7 @@ REGISTER = "hami.io/node-register-xpu"
 HANDSHAKE = "hami.io/node-handshake-xpu"
 TO_ALLOCATE = "hami.io/xpu-devices-to-allocate"
 ALLOCATED = "hami.io/xpu-devices-allocated"
+KEYS = Keys(VENDOR, REGISTER, HANDSHAKE, TO_ALLOCATE, ALLOCATED)
 TEMPLATES = (24576, 49152)
 MAX_MEMORY = 98304
 INT32_MAX = 2**31 - 1
@@ -64,12 +61,12 @@ def fits_vxpu(device: DeviceUsage, request: DeviceRequest) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class KunlunVxpu(VendorDefaults):
+class KunlunVxpu(Registered):
     config: KunlunConfig = field(default_factory=KunlunConfig)
 
     @property
-    def key(self) -> str:
-        return VENDOR
+    def keys(self) -> Keys:
+        return KEYS
 
     @property
     def resources(self) -> ResourceNames:
@@ -80,44 +77,8 @@ class KunlunVxpu(VendorDefaults):
     def memory_factor(self) -> int:
         return 0
 
-    @property
-    def allocated_annotation(self) -> str:
-        return ALLOCATED
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return TO_ALLOCATE
-
-    @property
-    def handshake_annotation(self) -> str:
-        return HANDSHAKE
-
-    @property
-    def source(self) -> str:
-        return REGISTER
-
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
-
-    @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED)
-
-    def registered(self, node: NodeView) -> bool:
-        return REGISTER in node.annotations
-
     def discover(self, node: NodeView) -> Discovery:
-        devices = codec.decode_register_json(node.annotations[REGISTER], VENDOR)
-        if not devices:
-            raise codec.CodecError("no device found on node")
-        return Discovery(devices)
-
-    def health(self, node: NodeView, reported: Reported, now: datetime) -> Health:
-        count = self.config.resource_vcount_name
-        return health.handshake_only(
-            node.annotations.get(HANDSHAKE), allocatable_count(node, count), now, count
-        )
+        return Discovery(register_devices(node, KEYS, empty="no device found on node"))
 
     def container_request(self, container: Mapping[str, Any]) -> DeviceRequest | None:
         """§2.8: the memory template (limits, else requests) and cores in proportion; no memory: the whole

@@ -27,21 +27,20 @@ from app.core import codec, health, quantity
 from app.core.health import Health, Reported
 from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
-    SHARED_LOCK,
     AdmissionError,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     InvalidRequest,
-    LockSpec,
     NodeView,
     Reads,
     ResourceNames,
     ScoreContext,
 )
 from app.devices.common import requests
-from app.devices.common.base import VendorDefaults, device_lists
+from app.devices.common.base import device_lists
+from app.devices.common.registered import Keys, Registered
 from app.devices.metax import sgpu_fit
 from app.devices.metax.config import MetaxConfig
 from app.devices.metax.sgpu_fit import APP_CLASS, OFFLINE, ONLINE, QOS_POLICY, VENDOR
@@ -49,6 +48,7 @@ from app.devices.metax.sgpu_fit import APP_CLASS, OFFLINE, ONLINE, QOS_POLICY, V
 REGISTER = "metax-tech.com/node-gpu-devices"
 TO_ALLOCATE = "hami.io/metax-sgpu-devices-to-allocate"
 ALLOCATED = "hami.io/metax-sgpu-devices-allocated"
+KEYS = Keys(VENDOR, REGISTER, "", TO_ALLOCATE, ALLOCATED)  # no handshake: healthy while it lists devices
 METAX_ALLOCATED = "metax-tech.com/gpu-devices-allocated"
 PREDICATE_TIME = "metax-tech.com/predicate-time"
 MEMORY_FACTOR = 1024  # a bare vmemory value is GiB
@@ -113,12 +113,12 @@ def decode_devices(value: str) -> tuple[DeviceInfo, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class MetaxSgpu(VendorDefaults):
+class MetaxSgpu(Registered):
     config: MetaxConfig = field(default_factory=MetaxConfig)
 
     @property
-    def key(self) -> str:
-        return VENDOR
+    def keys(self) -> Keys:
+        return KEYS
 
     @property
     def resources(self) -> ResourceNames:
@@ -130,28 +130,8 @@ class MetaxSgpu(VendorDefaults):
         return MEMORY_FACTOR
 
     @property
-    def allocated_annotation(self) -> str:
-        return ALLOCATED
-
-    @property
-    def to_allocate_annotation(self) -> str:
-        return TO_ALLOCATE
-
-    @property
-    def handshake_annotation(self) -> str:
-        return ""
-
-    @property
-    def source(self) -> str:
-        return REGISTER
-
-    @property
     def reads(self) -> Reads:
         return Reads(node_annotations=(REGISTER,), pod_annotations=(APP_CLASS, QOS_POLICY))
-
-    @property
-    def lock(self) -> LockSpec:
-        return SHARED_LOCK
 
     @property
     def pod_annotation_keys(self) -> tuple[str, ...]:
@@ -160,9 +140,6 @@ class MetaxSgpu(VendorDefaults):
     @property
     def scores_nodes(self) -> bool:
         return True
-
-    def registered(self, node: NodeView) -> bool:
-        return REGISTER in node.annotations
 
     def discover(self, node: NodeView) -> Discovery:
         return Discovery(decode_devices(node.annotations[REGISTER]))
