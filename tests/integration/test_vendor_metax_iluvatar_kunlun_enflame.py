@@ -10,18 +10,21 @@ left, and a ledger rebuilt from the pods equals the live one.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-import yaml
-from test_vendor_mixed_cluster import kubelets, pod
+from test_vendor_mixed_cluster import (
+    assert_rebuild_equals_live,
+    kubelets,
+    pod,
+    schedule_all,
+    start_with_sections,
+)
 
 from app.devices import build_vendors
-from sim.nodes import ClusterSpec, build_cluster, node_object
+from sim.nodes import ClusterSpec, build_cluster
 from sim.report import summarize
 from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
-from workers.reconcile import Rules, compare, rebuild
 
 pytestmark = pytest.mark.integration
 __all__ = ["kubelets"]  # the mixed-cluster module's fixture: the simulated kubelets of `spec`
@@ -59,35 +62,17 @@ def spec() -> ClusterSpec:
 def service(
     start_service: Any, cluster: Any, spec: ClusterSpec, tmp_path_factory: pytest.TempPathFactory
 ) -> Any:
-    config = tmp_path_factory.mktemp("metax-iluvatar-kunlun-enflame") / "device-config.yaml"
-    config.write_text(yaml.safe_dump(SECTIONS), encoding="utf-8")
-    cluster.emulator.seed([node_object(node) for node in spec.nodes])
-    env = {"HAMI_DEVICE_CONFIG_FILE": str(config), "HAMI_ENABLE_ILUVATAR": "true"}
-    started = start_service(env=env, registrar="worker")
-    deadline = time.monotonic() + 60
-    while started.debug_state().get("nodes", 0) < len(spec.nodes):
-        assert time.monotonic() < deadline, "every vendor's node registers"
-        time.sleep(0.25)
-    return started
+    folder = tmp_path_factory.mktemp("metax-iluvatar-kunlun-enflame")
+    return start_with_sections(
+        start_service, cluster, spec, folder, SECTIONS, {"HAMI_ENABLE_ILUVATAR": "true"}
+    )
 
 
 def test_metax_iluvatar_kunlun_enflame_are_scheduled_and_allocated(
     service: Any, cluster: Any, spec: ClusterSpec, kubelets: Any, wait_for: Any
 ) -> None:
+    placed = schedule_all(service, cluster, spec, PODS, wait_for)
     names = [node.name for node in spec.nodes]
-    placed: dict[str, str] = {}
-    for manifest in PODS:
-        name = manifest["metadata"]["name"]
-        created = cluster.create_pod(manifest)
-        answer = service.filter(created, names)
-        assert answer["Error"] == "" and answer["NodeNames"], (name, answer)
-        assert service.bind(cluster.pod(name), answer["NodeNames"][0]) == {"Error": ""}, name
-        placed[name] = answer["NodeNames"][0]
-
-    def running() -> bool:
-        return all(cluster.pod(name)["status"].get("phase") == "Running" for name in placed)
-
-    wait_for(running, 30, "every pod admitted by its node's device plugins")
     nodes = [cluster.node(n) for n in names]
     assert not any(MUTEX in (n["metadata"].get("annotations") or {}) for n in nodes), "no lock left"
     report = summarize(cluster.pods(), nodes)
@@ -110,10 +95,6 @@ def test_metax_iluvatar_kunlun_enflame_are_scheduled_and_allocated(
     assert drs["enflame.com/gcu-request-size"] == "3"
     assert cluster.pod_annotations("bi")["hami.io/BI-V150-devices-allocated"].endswith(",BI-V150,4096,0:;")
 
-    rules = Rules(frozenset({"hami-scheduler"}), VENDORS, 60.0)
-    rebuilt = [e for e in rebuild(cluster.pods(), rules, time.time()).entries if e.name in placed]
-    live = [e for e in service.ledger.all_entries() if e.name in placed]
-    assert len(rebuilt) == len(placed)
-    assert not compare(rebuilt, live), "a ledger rebuilt from the pods equals the live one"
+    live = assert_rebuild_equals_live(cluster, service, VENDORS, placed)
     tags = {e.name: e.uses for e in live if e.name in ("sgpu", "nv-sgpu")}
     assert [u.tags for u in tags["sgpu"].values()] == [("qos=best-effort",)]  # kept in the ledger

@@ -94,24 +94,62 @@ def spec() -> ClusterSpec:
     return build_cluster(6, seed=7, gpus_per_node=2, zones=1, vendors=parse_vendors(MIX))
 
 
+def start_with_sections(
+    start_service: Any, cluster: Any, spec: ClusterSpec, folder: Path, sections: Any, env: dict[str, str]
+) -> Any:
+    """Our service with `sections` as its device config (plus `env`), once every node of `spec` is seeded
+    and registered by the worker."""
+    config = folder / "device-config.yaml"
+    config.write_text(yaml.safe_dump(sections), encoding="utf-8")
+    cluster.emulator.seed([node_object(node) for node in spec.nodes])
+    started = start_service(env={"HAMI_DEVICE_CONFIG_FILE": str(config), **env}, registrar="worker")
+    deadline = time.monotonic() + 60
+    while started.debug_state().get("nodes", 0) < len(spec.nodes):
+        assert time.monotonic() < deadline, "every vendor's node registers"
+        time.sleep(0.25)
+    return started
+
+
+def schedule_all(
+    service: Any, cluster: Any, spec: ClusterSpec, manifests: list[dict[str, Any]], wait_for: Any
+) -> dict[str, str]:
+    """Create, filter and bind every pod (each must find a node), then wait until the simulated device
+    plugins admitted them all; pod name -> node."""
+    names = [node.name for node in spec.nodes]
+    placed: dict[str, str] = {}
+    for manifest in manifests:
+        name = manifest["metadata"]["name"]
+        created = cluster.create_pod(manifest)
+        answer = service.filter(created, names)
+        assert answer["Error"] == "" and answer["NodeNames"], (name, answer)
+        assert service.bind(cluster.pod(name), answer["NodeNames"][0]) == {"Error": ""}, name
+        placed[name] = answer["NodeNames"][0]
+
+    def running() -> bool:
+        return all(cluster.pod(name)["status"].get("phase") == "Running" for name in placed)
+
+    wait_for(running, 30, "every pod admitted by its node's device plugins")
+    return placed
+
+
+def assert_rebuild_equals_live(cluster: Any, service: Any, vendors: Any, placed: dict[str, str]) -> list[Any]:
+    """A ledger rebuilt from the pods equals the live one for the placed pods; the live entries."""
+    rules = Rules(frozenset({"hami-scheduler"}), vendors, 60.0)
+    rebuilt = [e for e in rebuild(cluster.pods(), rules, time.time()).entries if e.name in placed]
+    live = [e for e in service.ledger.all_entries() if e.name in placed]
+    assert len(rebuilt) == len(placed)
+    assert not compare(rebuilt, live), "a ledger rebuilt from the pods equals the live one"
+    return live
+
+
 @pytest.fixture(scope="module")
 def service(
     start_service: Any, cluster: Any, spec: ClusterSpec, tmp_path_factory: pytest.TempPathFactory
 ) -> Any:
-    config = tmp_path_factory.mktemp("vendors") / "device-config.yaml"
-    config.write_text(yaml.safe_dump(SECTIONS), encoding="utf-8")
-    cluster.emulator.seed([node_object(node) for node in spec.nodes])
-    env = {"HAMI_DEVICE_CONFIG_FILE": str(config), "HAMI_ENABLE_ASCEND": "true", "HAMI_BIND_LOCK_WAIT": "1s"}
-    started = start_service(env=env, registrar="worker")
-
-    def registered() -> bool:
-        return bool(started.debug_state().get("nodes", 0) >= len(spec.nodes))
-
-    deadline = time.monotonic() + 60
-    while not registered():
-        assert time.monotonic() < deadline, "every vendor's node registers"
-        time.sleep(0.25)
-    return started
+    env = {"HAMI_ENABLE_ASCEND": "true", "HAMI_BIND_LOCK_WAIT": "1s"}
+    return start_with_sections(
+        start_service, cluster, spec, tmp_path_factory.mktemp("vendors"), SECTIONS, env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,20 +164,8 @@ def kubelets(emulator: Any, spec: ClusterSpec) -> Any:
 def test_a_mixed_cluster_is_scheduled_without_oversubscription(
     service: Any, cluster: Any, spec: ClusterSpec, kubelets: Any, wait_for: Any
 ) -> None:
+    placed = schedule_all(service, cluster, spec, PODS, wait_for)
     names = [node.name for node in spec.nodes]
-    placed: dict[str, str] = {}
-    for manifest in PODS:
-        created = cluster.create_pod(manifest)
-        answer = service.filter(created, names)
-        assert answer["Error"] == "" and answer["NodeNames"], (manifest["metadata"]["name"], answer)
-        node = answer["NodeNames"][0]
-        assert service.bind(cluster.pod(manifest["metadata"]["name"]), node) == {"Error": ""}
-        placed[manifest["metadata"]["name"]] = node
-
-    def running() -> bool:
-        return all(cluster.pod(name)["status"].get("phase") == "Running" for name in placed)
-
-    wait_for(running, 30, "every pod admitted by its node's device plugins")
     # both locks of nv-mlu were taken and released by the two plugins; nothing else locks a node
     nodes = [cluster.node(n) for n in names]
     assert not any({MUTEX, DSMLU} & (n["metadata"].get("annotations") or {}).keys() for n in nodes)
@@ -154,11 +180,7 @@ def test_a_mixed_cluster_is_scheduled_without_oversubscription(
     assert cluster.pod_annotations("mt")["mthreads.com/predicate-node"] == placed["mt"]
     assert kubelets.stats.counters["allocate_failed"] == 0
 
-    rules = Rules(frozenset({"hami-scheduler"}), VENDORS, 60.0)
-    rebuilt = [e for e in rebuild(cluster.pods(), rules, time.time()).entries if e.name in placed]
-    live = [e for e in service.ledger.all_entries() if e.name in placed]
-    assert len(rebuilt) == len(placed)
-    assert not compare(rebuilt, live), "a ledger rebuilt from the pods equals the live one"
+    assert_rebuild_equals_live(cluster, service, VENDORS, placed)
 
 
 def two_lock_pod(name: str) -> dict[str, Any]:
