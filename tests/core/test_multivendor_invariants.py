@@ -41,15 +41,18 @@ def test_no_device_of_any_vendor_is_oversubscribed(scenario: MixedScenario) -> N
             for group in groups:
                 # AMD records the card's product name (vendors §3.11 #2), every other vendor its key
                 assert all(d.type == (capacity[d.uuid].type if key == "AMD" else key) for d in group)
-        masks = [d for d in verdict.devices.get("AWSNeuron", ()) for d in d]
-        for uuid in {d.uuid for d in masks}:  # Neuron cores are bits: never one bit twice
-            taken = [d.usedcores for d in masks if d.uuid == uuid]
-            held = existing[uuid].cores if uuid in existing else 0
-            assert popcount(sum(taken) | held) == sum(map(popcount, taken)) + popcount(held), (
-                uuid,
-                taken,
-                held,
-            )
+        # Neuron cores are bits: never one bit twice among the app containers (they run together), nor in
+        # one init container (each runs alone, before them: its bits may be the app containers' again)
+        neuron, init = verdict.devices.get("AWSNeuron", ()), ctx.requests.init_count
+        for masks in ([d for group in neuron[init:] for d in group], *(list(g) for g in neuron[:init])):
+            for uuid in {d.uuid for d in masks}:
+                taken = [d.usedcores for d in masks if d.uuid == uuid]
+                held = existing[uuid].cores if uuid in existing else 0
+                assert popcount(sum(taken) | held) == sum(map(popcount, taken)) + popcount(held), (
+                    uuid,
+                    taken,
+                    held,
+                )
 
 
 @EXAMPLES
