@@ -176,7 +176,16 @@ def test_every_key_conversion() -> None:
     assert reasons["devices.ascend.runtimeClassName"].startswith("not converted")
     assert v["devices"]["vastai"] == {"enabled": False} and v["devices"]["biren"] == {"enabled": False}
     assert reasons["devices.awsneuron.customresources"].startswith("not converted")
-    assert reasons["devices.kunlun.enabled"].startswith("no equivalent yet")
+    # Metax, Kunlunxin, Enflame, Iluvatar: the switches and Metax's topology flag convert, names do not
+    assert v["devices"]["kunlun"] == {"enabled": False} and v["devices"]["enflame"] == {"enabled": False}
+    assert v["devices"]["iluvatar"] == {"enabled": True}  # HAMi's --enable-iluvatar
+    assert v["devices"]["metax"] == {"sgpuTopologyAware": True}
+    assert (
+        reasons["metaxResourceName"].startswith("not converted")
+        and "devices.metax" in reasons["metaxResourceName"]
+    )
+    assert reasons["kunlunResourceName"].startswith("not converted")
+    assert reasons["devices.iluvatar.customresources"].startswith("not converted")
 
 
 @pytest.mark.parametrize(
