@@ -84,7 +84,8 @@ def test_settings_build_the_four_vendors(render: Any, tmp_path: Path) -> None:
     env = {k: v for k, v in manifests.env("worker").items() if isinstance(v, str)}
     env.update({"HAMI_DEVICE_CONFIG_FILE": str(path), "POD_NAME": "p", "POD_NAMESPACE": "hami-system"})
     settings = load_settings(env)
-    assert [v.key for v in settings.vendors] == ["NVIDIA", "AWSNeuron", "AMD", "Vastai", "Biren"]
+    # Enflame DRS is always on (HAMi's built-in names, no section needed)
+    assert [v.key for v in settings.vendors] == ["NVIDIA", "Enflame", "AWSNeuron", "AMD", "Vastai", "Biren"]
     handled = {
         name
         for v in settings.vendors
