@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from app import logs
 from app.context import Context
-from app.k8s.client import connect
+from app.k8s.client import connect, user_agent
 from app.k8s.events import EventRecorder
 from app.metrics import ReplicaCollector, init_metrics
 from app.routes import bench, debug, extender, health, webhook
@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_context(settings: Settings) -> Context:
-    kube = connect(settings.kubeconfig)
+    component = {"scheduler": "extender", "public": "webhook"}.get(settings.http.routes, "service")
+    kube = connect(settings.kubeconfig, agent=user_agent(component, settings.leader.identity))
     context = Context(
         settings=settings,
         kube=kube,

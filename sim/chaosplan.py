@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sim.stormfaults import LongFault
 from sim.workload import DemoPod, demo_pods
 
 STAGES = ("pending", "assumed", "bound")
@@ -96,6 +97,7 @@ class Plan:
     kills: tuple[int, ...]  # kill the leader once this many pods were submitted
     recreations: tuple[Recreation, ...]
     faults: tuple[Rule, ...]
+    long_faults: tuple[LongFault, ...] = ()
 
     @property
     def keys(self) -> list[str]:
@@ -115,6 +117,31 @@ def choose_recreations(rng: random.Random, pods: Sequence[DemoPod], count: int) 
     return tuple(Recreation(key, STAGES[i % len(STAGES)]) for i, key in enumerate(chosen))
 
 
+WORKER_DOWN = 2.0  # seconds a restarted worker container stays down (the kubelet's first restart is at once)
+ROUND: tuple[tuple[str, str, str], ...] = (  # (kind, resource, target) of one round of long faults, in order
+    ("worker-restart", "", "standby"),
+    ("worker-restart", "", "leader"),  # first: a restart would end the lags below early (fresh informers)
+    ("watch-delay", "pods", "leader"),
+    ("relist", "pods", "leader"),
+    ("watch-delay", "nodes", "leader"),
+    ("relist", "nodes", "standby"),
+)
+
+
+def long_fault_plan(rng: random.Random, rounds: int, lag: float) -> tuple[LongFault, ...]:
+    """`rounds` x ROUND, each round in its own slice of the middle 80 % of the submissions at seeded
+    points; watches and relists held `lag` seconds (sim.stormfaults)."""
+    faults = []
+    width = 0.8 / max(1, rounds)
+    for index in range(rounds):
+        low = 0.1 + index * width
+        points = sorted(round(low + width * rng.random(), 3) for _ in ROUND)
+        for at, (kind, resource, target) in zip(points, ROUND, strict=True):
+            seconds = WORKER_DOWN if kind == "worker-restart" else lag
+            faults.append(LongFault(kind, at, seconds, target, resource))
+    return tuple(faults)
+
+
 def make_plan(
     seed: int,
     pods: int,
@@ -124,9 +151,13 @@ def make_plan(
     arrival_rate: float,
     recreate: int,
     fault_rate: float,
+    long_faults: int = 0,
+    lag: float = 45.0,
 ) -> Plan:
     if pods < 1 or kills < 0 or replicas < 1 or arrival_rate <= 0 or recreate < 0:
         raise ValueError("pods, replicas and the arrival rate must be positive; kills and recreate >= 0")
+    if long_faults < 0 or lag <= 0:
+        raise ValueError("long faults must be >= 0 and the lag positive")
     rng = random.Random(f"chaos-{seed}")
     mix = tuple(demo_pods(pods, seed))
     gaps = tuple(round(rng.expovariate(arrival_rate), 4) for _ in mix)
@@ -139,4 +170,5 @@ def make_plan(
         kills=kill_points(rng, pods, kills),
         recreations=choose_recreations(rng, mix, recreate),
         faults=tuple(fault_rules(fault_rate)),
+        long_faults=long_fault_plan(random.Random(f"chaos-long-{seed}"), long_faults, lag),
     )

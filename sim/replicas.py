@@ -7,7 +7,9 @@ group of its worker and of its Gunicorn master (which holds the Gunicorn workers
 restarted later with the same name, port, state dir and identity (`POD_NAME`), as the kubelet restarts
 the containers of the same pod. Each incarnation is a process of its own in the `Stack` (`worker-0`,
 `worker-0.1`, ...), so its log and its PIDs are kept; killed incarnations leave the stack's live set, so
-`Stack.check` only watches processes that should be running.
+`Stack.check` only watches processes that should be running. The worker alone can be killed and restarted
+too (`kill_worker`, `start_worker`: its container restarted, sim.stormfaults), as `worker-0.r1`, ...; a lock
+keeps the storm's killer and its long faults from acting on one replica at once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +47,7 @@ class Replica:
     env: dict[str, str]
     incarnation: int = 0
     processes: list[str] = field(default_factory=list)  # the stack names of the running incarnation
+    worker_restarts: int = 0
 
     @property
     def name(self) -> str:
@@ -65,6 +69,7 @@ class Replicas:
     ) -> None:
         self.stack = stack
         self.http = urllib3.PoolManager(maxsize=4, retries=False)
+        self.lock = threading.RLock()  # one kill, restart or start at a time
         self.items: list[Replica] = []
         for index in range(count):
             home = stack.workdir / f"replica-{index}"
@@ -100,32 +105,57 @@ class Replicas:
         self.http.clear()
 
     def start(self, replica: Replica) -> None:
-        suffix = f".{replica.incarnation}" if replica.incarnation else ""
-        worker, service = f"worker-{replica.index}{suffix}", f"service-{replica.index}{suffix}"
-        self.stack.start(worker, [sys.executable, "-m", "workers"], replica.env)
-        gunicorn = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]
-        self.stack.start(service, gunicorn, replica.env)
-        replica.processes = [worker, service]
+        with self.lock:
+            suffix = f".{replica.incarnation}" if replica.incarnation else ""
+            worker, service = f"worker-{replica.index}{suffix}", f"service-{replica.index}{suffix}"
+            self.stack.start(worker, [sys.executable, "-m", "workers"], replica.env)
+            gunicorn = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]
+            self.stack.start(service, gunicorn, replica.env)
+            replica.processes = [worker, service]
+
+    def _kill(self, name: str) -> None:
+        process = self.stack.processes.pop(name, None)
+        if process is None:
+            return
+        self.stack.pids[name] = sorted(set(self.stack.pids[name]) | set(group_members(process.pid)))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.stop(timeout=5.0)
 
     def kill(self, replica: Replica) -> None:
         """SIGKILL the replica's containers (process groups), reap them, keep their PIDs on record."""
-        for name in replica.processes:
-            process = self.stack.processes.pop(name, None)
-            if process is None:
-                continue
-            self.stack.pids[name] = sorted(set(self.stack.pids[name]) | set(group_members(process.pid)))
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.stop(timeout=5.0)
-        replica.processes = []
-        replica.incarnation += 1
+        with self.lock:
+            for name in replica.processes:
+                self._kill(name)
+            replica.processes = []
+            replica.incarnation += 1
+
+    def kill_worker(self, replica: Replica) -> bool:
+        """SIGKILL the replica's registration worker alone (False: the replica is not running)."""
+        with self.lock:
+            if not replica.processes or not replica.processes[0]:
+                return False
+            self._kill(replica.processes[0])
+            replica.processes[0] = ""
+            return True
+
+    def start_worker(self, replica: Replica) -> None:
+        """Start the worker killed by `kill_worker` again, unless the whole replica was killed meanwhile."""
+        with self.lock:
+            if not replica.processes or replica.processes[0]:
+                return
+            replica.worker_restarts += 1
+            suffix = f".{replica.incarnation}" if replica.incarnation else ""
+            name = f"worker-{replica.index}{suffix}.r{replica.worker_restarts}"
+            self.stack.start(name, [sys.executable, "-m", "workers"], replica.env)
+            replica.processes[0] = name
 
     def running(self, replica: Replica) -> bool:
         return bool(replica.processes)
 
     def names(self) -> list[str]:
         """The stack names of every running incarnation (for stopping them)."""
-        return [name for r in self.items for name in r.processes]
+        return [name for r in self.items for name in r.processes if name]
 
     def ready(self, replica: Replica) -> bool:
         """Its /readyz answers 200 (the Service would route to it)."""
@@ -143,11 +173,15 @@ class Replicas:
     def standing_by(self, replica: Replica) -> bool:
         """Running, and its registration worker's loop is alive (a fresh heartbeat in its status rows):
         it can take over the Lease when the leader dies."""
-        if not replica.processes or not (replica.state_dir / LEDGER_FILE).exists():
-            return False
+        return bool(replica.processes) and all(replica.processes) and self.heartbeat(replica) > 0
+
+    def heartbeat(self, replica: Replica) -> float:
+        """The last heartbeat (unix seconds) its registration worker wrote; 0 for none or a stale one."""
+        if not (replica.state_dir / LEDGER_FILE).exists():
+            return 0.0
         ledger = Ledger(replica.state_dir)
         try:
             status = ReplicaStatus.from_rows(ledger.status())
         finally:
             ledger.close()
-        return status.heartbeat_fresh(time.time())
+        return status.heartbeat if status.heartbeat_fresh(time.time()) else 0.0

@@ -11,8 +11,12 @@ name, and the leader's containers killed.
   webhook: a new UID under the old name.
 - Kills (one thread, one at a time): when the number of submitted pods reaches a kill point and every
   other replica stands by (its worker's heartbeat is fresh), SIGKILL the containers of the Ready replica,
-  restart them `restart_delay` seconds later, and time the failover: from the kill until another replica
-  answers `/readyz` 200.
+  and time the failover: from the kill until another replica answers `/readyz` 200. The victim restarts
+  once that failover was seen and at least `restart_delay` seconds after the kill: restarted earlier, on
+  a loaded machine it could take its own Lease back before the standby was Ready, and no failover would
+  have been exercised (the storm then owes none, but a run that means to test one would not).
+- Long faults (sim.stormfaults, one thread): watches of the leader's or the standby's worker held up,
+  forced relists, worker restarts, at their points of the submissions.
 
 Every read the storm makes goes through the emulator's fault-free hooks (`/_sim/store`); its creates and
 deletes use verbs the fault rules leave alone.
@@ -35,6 +39,7 @@ from sim.harness import admit
 from sim.kube import Kube, KubeError, pod_path
 from sim.replicas import Replica, Replicas
 from sim.stack import DemoFailure
+from sim.stormfaults import LongFaults
 from sim.testing import EmulatorHandle
 from sim.workload import DemoPod
 
@@ -109,6 +114,9 @@ class Storm:
         self._tasks: list[Future[None]] = []
         self._kill_due = threading.Semaphore(0)
         self._killer = threading.Thread(target=self._kill_loop, name="chaos-killer", daemon=True)
+        self.long_faults = LongFaults(
+            plan.long_faults, replicas, hooks, lambda: self.log.submitted, len(plan.pods), self.log.started
+        )
         self.error: str = ""  # a background failure that ends the run
 
     # --- arrivals -------------------------------------------------------------------------------------------
@@ -116,6 +124,7 @@ class Storm:
     def run(self) -> None:
         """Submit every pod of the plan (the caller's thread); kills and recreations run meanwhile."""
         self._killer.start()
+        self.long_faults.start()
         kills = list(self.plan.kills)
         due = time.monotonic()
         for index, pod in enumerate(self.plan.pods):
@@ -133,11 +142,16 @@ class Storm:
                 self._kill_due.release()
 
     def busy(self) -> bool:
-        """Kills or recreations still under way."""
-        return len(self.log.kills) < len(self.plan.kills) or not all(t.done() for t in self._tasks)
+        """Kills, recreations or long faults still under way."""
+        return (
+            len(self.log.kills) < len(self.plan.kills)
+            or not all(t.done() for t in self._tasks)
+            or self.long_faults.busy()
+        )
 
     def close(self) -> None:
         self.stop.set()
+        self.long_faults.close()
         self._kill_due.release()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._killer.join(self.failover_timeout)
@@ -272,15 +286,21 @@ class Storm:
         self.replicas.kill(victim)
         record.victim, record.at_s = victim.name, round(killed - self.log.started, 2)
         restart_at = killed + self.restart_delay
+        alone = len(self.replicas.items) == 1  # nobody to fail over to: the victim's own restart is it
         while not self.stop.is_set():
             now = time.monotonic()
-            if not self.replicas.running(victim) and now >= restart_at:
-                self.replicas.start(victim)
-                record.restarted_after_s = round(now - killed, 2)
             if record.failover_s is None:
-                ready = [r for r in self.replicas.ready_ones() if r is not victim or record.restarted_after_s]
+                ready = [
+                    r
+                    for r in self.replicas.ready_ones()
+                    if r is not victim or (alone and record.restarted_after_s)
+                ]
                 if ready:
                     record.failover_s, record.new_leader = round(now - killed, 2), ready[0].name
+            seen = record.failover_s is not None or alone
+            if not self.replicas.running(victim) and now >= restart_at and seen:
+                self.replicas.start(victim)
+                record.restarted_after_s = round(now - killed, 2)
             if record.failover_s is not None and self.replicas.running(victim):
                 return
             if now - killed > self.failover_timeout:
@@ -312,4 +332,5 @@ class Storm:
             "pods_recreated": sum(by_seen.values()),
             "recreated_at_stage": dict(sorted(by_seen.items())),
             "recreations": [asdict(r) for r in self.log.recreations],
+            **self.long_faults.summary(),
         }

@@ -137,6 +137,13 @@ class EmulatorHandle:
     def faults_injected(self) -> int:
         return int(self.faults()["faults_injected"])
 
+    def close_watches(self, resource: str, user_agent: str = "", ending: str = "dropped") -> int:
+        """End the open watches of `resource` from clients whose User-Agent matches `user_agent` (a regular
+        expression, searched): `closed`
+        cleanly, `dropped` (connection cut) or `expired` (410: the client lists again); how many."""
+        body = {"resource": resource, "user_agent": user_agent, "ending": ending}
+        return int(self.call("POST", "/_sim/watches/close", body)["closed"])
+
     # --- request log ----------------------------------------------------------------------------------------
 
     def requests(self) -> list[dict[str, Any]]:

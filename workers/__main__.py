@@ -13,7 +13,7 @@ import sys
 from types import FrameType
 
 from app import logs
-from app.k8s.client import connect
+from app.k8s.client import connect, user_agent
 from config.settings import SettingsError, load_settings
 
 logger = logging.getLogger("workers")
@@ -35,7 +35,7 @@ def main() -> int:
     logs.setup(settings.log_level)
     logging.getLogger("leaderelection").setLevel(logging.WARNING)  # it logs every retry at INFO
     try:
-        kube = connect(settings.kubeconfig)
+        kube = connect(settings.kubeconfig, agent=user_agent("worker", settings.leader.identity))
     except Exception as exc:
         logger.error("cannot build the Kubernetes client", extra={"error": str(exc)})
         return 1

@@ -1,8 +1,15 @@
-"""Building the API client from KUBECONFIG or the in-cluster service account, after fork, per process."""
+"""Building the API client from KUBECONFIG or the in-cluster service account, after fork, per process.
+
+Each process says who it is in its User-Agent (`hami-scheduler-worker/0.1.0 (hami-scheduler-0)`), as
+kube-scheduler and the kubelet do: the API server's audit log and its request metrics then tell the
+registration worker from the extender and one replica from another (and the chaos storm aims its long
+watch faults at the leader's worker alone, docs/chaos.md).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import metadata
 
 from kubernetes import client, config
 
@@ -22,8 +29,18 @@ class Kube:
         self.api.close()
 
 
-def connect(kubeconfig: str = "", *, pool_size: int = 16) -> Kube:
-    """KUBECONFIG (or ~/.kube/config) when present, else in-cluster configuration."""
+def user_agent(component: str, identity: str) -> str:
+    """`hami-scheduler-<component>/<version> (<identity>)`."""
+    try:
+        version = metadata.version("hami-scheduler-py")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"hami-scheduler-{component}/{version} ({identity})"
+
+
+def connect(kubeconfig: str = "", *, pool_size: int = 16, agent: str = "") -> Kube:
+    """KUBECONFIG (or ~/.kube/config) when present, else in-cluster configuration; `agent` is the
+    User-Agent (see `user_agent`; the client's default when empty)."""
     configuration = client.Configuration()
     try:
         if kubeconfig:
@@ -35,4 +52,6 @@ def connect(kubeconfig: str = "", *, pool_size: int = 16) -> Kube:
     configuration.connection_pool_maxsize = pool_size
     configuration.retries = False
     api = client.ApiClient(configuration)
+    if agent:
+        api.user_agent = agent
     return Kube(api, client.CoreV1Api(api), client.CoordinationV1Api(api), client.EventsV1Api(api))

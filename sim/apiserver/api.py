@@ -142,7 +142,7 @@ class WatchSetup:
 
 
 def open_watch(
-    em: EmulatorState, route: Route, query: Query, accept: str, drop_after: int | None
+    em: EmulatorState, route: Route, query: Query, accept: str, drop_after: int | None, user_agent: str = ""
 ) -> WatchSetup:
     """Parse the watch parameters and register the watcher (410 Expired if the version left the window)."""
     rtype = route.rtype
@@ -155,7 +155,8 @@ def open_watch(
     if initial_events and not bookmarks:
         raise ApiError(422, "sendInitialEvents requires allowWatchBookmarks=true")
     render = functools.partial(tables.row, rtype, include_object=query.get("includeObject", ""))
-    watcher = Watcher(rtype, route.namespace, labels, fields, render=render if _wants_table(accept) else None)
+    table = render if _wants_table(accept) else None
+    watcher = Watcher(rtype, route.namespace, labels, fields, render=table, user_agent=user_agent)
     rv, backlog = em.store.subscribe(
         rtype, route.namespace, None if initial_events else since or None, watcher
     )

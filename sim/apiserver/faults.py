@@ -7,7 +7,14 @@ HTTP view (method, path regex), fires with a probability and at most ``count`` t
 - ``delay``: sleep ``delay`` seconds, then carry on (every matching delay applies, before any other action);
 - ``lost_response``: do the work, then close the connection without answering;
 - ``drop_watch``: end a watch after ``after_events`` events, by closing the connection (or cleanly, when
-  ``graceful``).
+  ``graceful``);
+- ``expire``: answer a watch with an ERROR event 410 Expired, as kube-apiserver does when the watch's
+  resourceVersion left its window (after a compaction or a restart of its watch cache): the client must
+  list again (a forced relist).
+
+``user_agent`` (a regular expression searched in the User-Agent header) aims a rule at one client: our
+registration worker and Gunicorn say who they are (app/k8s/client.py), so a chaos run can hold up the
+leader's worker alone.
 
 Counters per rule and in total survive ``clear()`` of the rules so a chaos run can report ``faults_injected``.
 """
@@ -24,7 +31,8 @@ from typing import Any
 from sim.apiserver.errors import STALE, ApiError, bad_request
 from sim.apiserver.routing import Route
 
-ACTIONS = ("error", "delay", "lost_response", "drop_watch")
+ACTIONS = ("error", "delay", "lost_response", "drop_watch", "expire")
+WATCH_ONLY = ("drop_watch", "expire")
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class FaultRule:
     name: str | None = None
     method: str | None = None
     path: str | None = None  # regular expression searched in the URL path
+    user_agent: str | None = None  # regular expression searched in the User-Agent header
     probability: float = 1.0
     count: int | None = None  # fire at most this many times
 
@@ -61,17 +70,20 @@ class FaultRule:
             raise bad_request(f"fault action must be one of {ACTIONS}")
         if not 0.0 <= rule.probability <= 1.0:
             raise bad_request("probability must be within [0, 1]")
-        if rule.path is not None:
-            try:
-                re.compile(rule.path)
-            except re.error as error:
-                raise bad_request(f"invalid path regex: {error}") from error
+        for field, pattern in (("path", rule.path), ("user_agent", rule.user_agent)):
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as error:
+                    raise bad_request(f"invalid {field} regex: {error}") from error
         return rule
 
-    def matches(self, method: str, path: str, route: Route | None) -> bool:
+    def matches(self, method: str, path: str, route: Route | None, user_agent: str = "") -> bool:
         if self.method is not None and self.method.upper() != method:
             return False
         if self.path is not None and not re.search(self.path, path):
+            return False
+        if self.user_agent is not None and not re.search(self.user_agent, user_agent):
             return False
         wants_route = (self.verb, self.resource, self.subresource, self.namespace, self.name) != (None,) * 5
         if not wants_route:
@@ -114,6 +126,7 @@ class Fault:
     error: ApiError | None = None
     lost_response: bool = False
     drop_watch: FaultRule | None = None
+    expire: bool = False
     fired: tuple[str, ...] = ()
 
 
@@ -171,10 +184,10 @@ class FaultInjector:
             rules = [{"id": s.id, "fired": s.fired, **dataclasses.asdict(s.rule)} for s in self._slots]
             return {"faults_injected": self._injected, "by_action": dict(self._by_action), "rules": rules}
 
-    def decide(self, method: str, path: str, route: Route | None) -> Fault:
+    def decide(self, method: str, path: str, route: Route | None, user_agent: str = "") -> Fault:
         if not self._slots:
             return NO_FAULT
-        delay, error, lost, drop, fired = 0.0, None, False, None, []
+        delay, error, lost, drop, expire, fired = 0.0, None, False, None, False, []
         terminated = False  # every matching delay applies; of the other actions, the first that fires wins
         with self._lock:
             for slot in self._slots:
@@ -183,9 +196,9 @@ class FaultInjector:
                     continue
                 if terminated and rule.action != "delay":
                     continue
-                if rule.action == "drop_watch" and (route is None or route.verb != "watch"):
+                if rule.action in WATCH_ONLY and (route is None or route.verb != "watch"):
                     continue
-                if not rule.matches(method, path, route):
+                if not rule.matches(method, path, route, user_agent):
                     continue
                 if rule.probability < 1.0 and self._random.random() >= rule.probability:
                     continue
@@ -201,6 +214,8 @@ class FaultInjector:
                     error = rule.error(route)
                 elif rule.action == "lost_response":
                     lost = True
+                elif rule.action == "expire":
+                    expire = True
                 else:
                     drop = rule
-        return Fault(delay, error, lost, drop, tuple(fired))
+        return Fault(delay, error, lost, drop, expire, tuple(fired))

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from sim.apiserver import api, discovery, hooks, openapi
-from sim.apiserver.errors import ApiError, page_not_found
+from sim.apiserver.errors import ApiError, expired, page_not_found
 from sim.apiserver.faults import NO_FAULT, Fault
 from sim.apiserver.requestlog import RequestRecord
 from sim.apiserver.routing import Route, parse_route
@@ -98,7 +98,7 @@ class Handler(BaseHTTPRequestHandler):
         self._log = log
         try:
             route = parse_route(method, url.path, query.get("watch", "") in ("true", "1"))
-            fault = self.emulator.faults.decide(method, url.path, route)
+            fault = self.emulator.faults.decide(method, url.path, route, self.headers.get("User-Agent", ""))
             if fault.delay > 0:
                 time.sleep(fault.delay)
             if fault.error is not None:
@@ -164,8 +164,11 @@ class Handler(BaseHTTPRequestHandler):
             return 0
         drop = fault.drop_watch
         try:
-            accept = self.headers.get("Accept", "")
-            setup = api.open_watch(self.emulator, route, query, accept, drop.after_events if drop else None)
+            if fault.expire:
+                raise expired(f"too old resource version: {query.get('resourceVersion') or 0} (injected)")
+            accept, agent = self.headers.get("Accept", ""), self.headers.get("User-Agent", "")
+            after = drop.after_events if drop else None
+            setup = api.open_watch(self.emulator, route, query, accept, after, agent)
         except ApiError as error:
             if error.code != 410:
                 raise
@@ -181,7 +184,10 @@ class Handler(BaseHTTPRequestHandler):
             )
         finally:
             store.unsubscribe(route.rtype, setup.watcher)
-        if ending == "dropped" and not (drop and drop.graceful):
+        if ending == "expired":
+            self._chunk(error_line(expired(f"too old resource version: {store.rv} (watch closed)").status()))
+            self._chunk(b"")
+        elif ending == "dropped" and not (drop and drop.graceful):
             self._drop()
         elif ending in ("client", "stopped"):
             self.close_connection = True

@@ -12,6 +12,9 @@ They bypass fault injection and the request log, so a test's own assertions neve
     GET    /_sim/store/{resource}?namespace=&name=&labelSelector=&fieldSelector=
                                        -> the object (404 if missing) or {"items": [...]} without name
     DELETE /_sim/store/{resource}?namespace=&name=  -> {"deleted": bool}   (immediate, no grace period)
+    POST   /_sim/watches/close {"resource", "user_agent"?, "ending"?}  -> {"closed": n}
+                                       (the open watches of clients whose User-Agent matches the
+                                        regex end: closed cleanly, dropped, or expired with a 410)
     POST   /_sim/reset       {"fault_seed": n}?     -> {"reset": true}
     GET    /_sim/stats                 -> {"resourceVersion", "objects": {resource: n}, "watchers",
                                            "faults_injected"}
@@ -75,6 +78,16 @@ def _route(em: EmulatorState, method: str, parts: list[str], query: dict[str, st
                 raise bad_request('expected {"objects": [...]} or a list of objects')
             created = em.seed(objects)
             return _ok({"created": created, "resourceVersion": str(em.store.rv)}, 201)
+        case ("POST", ["watches", "close"]):
+            options = api.decode(body)
+            if not isinstance(options, dict) or not isinstance(options.get("resource"), str):
+                raise bad_request('expected {"resource": "pods", "user_agent": "...", "ending": "dropped"}')
+            closed = em.close_watches(
+                options["resource"],
+                str(options.get("user_agent") or ""),
+                str(options.get("ending") or "dropped"),
+            )
+            return _ok({"closed": closed})
         case (_, ["store", resource]):
             return _store(em, method, resource, query)
         case ("POST", ["reset"]):

@@ -8,6 +8,7 @@ emulator itself, so the package has no import circle.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,9 @@ from sim.apiserver.requestlog import RequestLog
 from sim.apiserver.resources import ResourceType
 from sim.apiserver.selectors import parse_field_selector, parse_label_selector
 from sim.apiserver.store import Store
+from sim.apiserver.watch import Watcher
+
+WATCH_ENDINGS = ("closed", "dropped", "expired")
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,24 @@ class EmulatorState:
                 return False
             raise
         return True
+
+    def close_watches(self, resource: str, user_agent: str = "", ending: str = "dropped") -> int:
+        """End the open watches of `resource` whose client's User-Agent matches `user_agent` (a regular
+        expression, searched; "": every client), the way `ending` says (WATCH_ENDINGS: cleanly, the
+        connection cut, or 410 Expired so the client lists again); how many were open."""
+        if ending not in WATCH_ENDINGS:
+            raise bad_request(f"ending must be one of {WATCH_ENDINGS}")
+        try:
+            agent = re.compile(user_agent)
+        except re.error as error:
+            raise bad_request(f"invalid user_agent regex: {error}") from error
+        rtype = _resource(resource)
+        closed = 0
+        for subscriber in self.store.subscribers(rtype.key):
+            if isinstance(subscriber, Watcher) and agent.search(subscriber.user_agent):
+                subscriber.close(ending)
+                closed += 1
+        return closed
 
     def reset(self, fault_seed: int | None = None) -> None:
         """Empty store (default namespaces re-created, versions keep growing), no watches, faults or log."""

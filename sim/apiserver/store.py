@@ -216,3 +216,8 @@ class Store:
             self._subscribers.clear()
         for subscriber in subscribers:
             subscriber.close()
+
+    def subscribers(self, resource: str) -> list[Subscriber]:
+        """The watchers of one resource now (the caller may close some: see EmulatorState.close_watches)."""
+        with self.lock:
+            return list(self._subscribers.get(resource, ()))

@@ -38,10 +38,13 @@ class Watcher:
         fields: FieldSelector,
         max_pending: int = 100_000,
         render: Callable[[Entry], bytes] | None = None,
+        user_agent: str = "",
     ) -> None:
         """``render`` turns the object into the event's ``object`` (default: the stored JSON; kubectl's
-        ``get -w`` asks for one-row Tables)."""
+        ``get -w`` asks for one-row Tables); ``user_agent`` is the client's, for the close hook."""
         self.rtype = rtype
+        self.user_agent = user_agent
+        self.ending = "closed"  # how a close() ends the stream: closed (cleanly), dropped or expired
         self._render = render
         self._namespace = namespace
         self._labels = labels
@@ -59,7 +62,10 @@ class Watcher:
             self._pending.append(change)
         self._wake.set()
 
-    def close(self) -> None:
+    def close(self, ending: str = "closed") -> None:
+        """End the stream from another thread: `closed` cleanly, `dropped` (the connection is cut) or
+        `expired` (an ERROR 410 event first, so the client lists again)."""
+        self.ending = ending
         self._closed = True
         self._wake.set()
 
@@ -150,7 +156,8 @@ def run_watch(
     options: WatchOptions,
     stopping: threading.Event,
 ) -> str:
-    """Stream until timeout, client disconnect, server stop, watcher close or a drop fault; say which."""
+    """Stream until timeout, client disconnect, server stop, watcher close (closed, dropped or expired) or a
+    drop fault (dropped); say which."""
     deadline = time.monotonic() + options.timeout if options.timeout else None
     next_bookmark = time.monotonic() + options.bookmark_interval
     sent, last = 0, options.start_rv
@@ -193,7 +200,7 @@ def run_watch(
             wait = max(0.0, min(wait, next_bookmark - now))
         changes = watcher.take(wait)
         if changes is None:
-            return "closed"
+            return watcher.ending
         if changes:
             if not emit(changes):
                 return "dropped"

@@ -1,7 +1,9 @@
 """`python -m sim chaos` at CI size (docs/chaos.md): 150 pods, 2 replicas of 2 Gunicorn workers, 10 % API
-faults, one leader SIGKILLed, pods deleted and recreated under the same name. Every actor is a real
-process; the verdict comes from the API alone. Asserts the same zeros as `make chaos`, and that no child
-process survives the run."""
+faults, one leader SIGKILLed, pods deleted and recreated under the same name, and one round of long faults
+on the workers (issue 11): the leader's pod and node watches held 45 s, its pod watch ended with 410 and
+the relist held 45 s, the standby's node relist held, both workers restarted. Every actor is a real
+process; the verdict comes from the API alone. Asserts the same zeros as `make chaos`, that every long
+fault hit its worker, and that no child process survives the run."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     report_path = tmp_path / "chaos-report.json"
     argv = [
         sys.executable, "-m", "sim", "chaos", "--seed", "3", "--pods", "150", "--workers", "2",
-        "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1",
+        "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1", "--long-faults", "1", "--lag", "45",
         "--report", str(report_path), "--workdir", str(tmp_path / "run"),
     ]  # fmt: skip
     chaos = start_process(argv, log_path=tmp_path / "chaos.log", cwd=REPO_ROOT)
@@ -66,6 +68,17 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     assert report["faults_injected"] > 0
     assert report["leader_kills"] == 1 and report["leader_failovers"] >= 1
     assert report["failover_max_s"] is not None
+    long_faults = report["disruptions"]
+    assert report["disruptions_by_kind"] == {"relist": 2, "watch-delay": 2, "worker-restart": 2}, long_faults
+    held = {
+        kind: sum(d["requests_held"] for d in long_faults if d["kind"] == kind)
+        for kind in ("watch-delay", "relist")
+    }
+    assert held["watch-delay"] >= 1 and held["relist"] >= 1, long_faults  # its requests were held up
+    assert all(d["duration_s"] == 45 for d in long_faults if d["requests_held"]), long_faults
+    assert all(d["back_after_s"] is not None for d in long_faults if d["kind"] == "worker-restart"), (
+        long_faults
+    )
     assert report["pods_recreated"] >= 1
     unfit = report["pods_by_kind"]["unfit"]
     assert unfit == {"unschedulable": unfit["unschedulable"]}  # pods that fit nowhere are rejected, cleanly

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from app.k8s import objects
-from app.k8s.client import Kube, connect
+from app.k8s.client import Kube, connect, user_agent
 from app.k8s.errors import ApiError
 from sim.testing import EmulatorHandle, node, pod, run_emulator
 
@@ -70,3 +71,23 @@ def test_no_answer_is_status_zero(tmp_path: Path) -> None:
         assert raised.value.status == 0 and raised.value.reason == "ConnectionError"
     finally:
         kube.close()
+
+
+def test_each_process_says_who_it_is_in_its_user_agent(sim: EmulatorHandle) -> None:
+    """The direct calls and the generated client's both carry it (the chaos storm aims faults with it)."""
+    agent = user_agent("worker", "hami-scheduler-7")
+    assert agent.startswith("hami-scheduler-worker/") and agent.endswith(" (hami-scheduler-7)")
+    sim.add_fault(action="error", status=503, verb="get", user_agent=r"worker/\S+ \(hami-scheduler-7\)")
+    plain = connect(str(sim.kubeconfig))
+    named = connect(str(sim.kubeconfig), agent=agent)
+    try:
+        assert objects.get_pod(plain, "default", "p1")["metadata"]["name"] == "p1"
+        with pytest.raises(ApiError) as direct:
+            objects.get_pod(named, "default", "p1")
+        with pytest.raises(ApiException) as generated:
+            named.core.read_node("n1")
+    finally:
+        plain.close()
+        named.close()
+    assert direct.value.status == 503 and generated.value.status == 503
+    assert sim.faults()["rules"][0]["fired"] == 2

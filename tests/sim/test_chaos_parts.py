@@ -19,7 +19,7 @@ from app.devices import build_vendors
 from app.state.ledger import BOUND, CONFIRMED, Entry, Ledger
 from sim import podutil
 from sim.chaoscheck import ledger_check, lock_owner_state, locks, outcome_of, outcomes
-from sim.chaosplan import FAULT_GROUPS, STAGES, fault_rules, make_plan
+from sim.chaosplan import FAULT_GROUPS, ROUND, STAGES, fault_rules, make_plan
 from sim.kube import Kube, KubeError, pod_path
 from sim.service import NoEndpoints, Service
 from sim.testing import EmulatorHandle, pod, run_emulator, wait_for
@@ -49,6 +49,22 @@ def test_kills_fall_in_their_own_slice_of_the_middle_of_the_run() -> None:
         kills = plan_of(seed, kills=3).kills
         assert list(kills) == sorted(kills) and len(set(kills)) == 3
         assert all(int(200 * 0.15) <= k < int(200 * 0.85) for k in kills)
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 3])
+def test_long_faults_come_in_rounds_each_in_its_slice_with_every_kind(rounds: int) -> None:
+    plan = plan_of(4, long_faults=rounds, lag=45.0)
+    assert plan == plan_of(4, long_faults=rounds, lag=45.0)
+    assert len(plan.long_faults) == rounds * len(ROUND)
+    for index in range(rounds):
+        chunk = plan.long_faults[index * len(ROUND) : (index + 1) * len(ROUND)]
+        low, width = 0.1 + index * 0.8 / rounds, 0.8 / rounds
+        assert [(f.kind, f.resource, f.target) for f in chunk] == list(ROUND)
+        assert [f.at for f in chunk] == sorted(f.at for f in chunk)
+        assert all(low <= f.at <= low + width for f in chunk)
+    for fault in plan.long_faults:
+        assert fault.seconds == (45.0 if fault.kind in ("watch-delay", "relist") else 2.0)
+    assert plan_of(4).long_faults == ()  # an older command line gets the storm it had
 
 
 def test_recreations_cycle_through_the_stages_and_skip_pods_that_fit_nowhere() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -203,3 +204,78 @@ def test_request_log_records_and_clears(sim: EmulatorHandle, core: client.CoreV1
     assert records[0]["query"] == "labelSelector=app%3Dweb" and records[0]["duration_ms"] >= 0
     sim.clear_requests()
     assert sim.requests() == []
+
+
+def test_a_rule_aimed_at_one_user_agent_spares_the_others(sim: EmulatorHandle, api: client.ApiClient) -> None:
+    """Our worker and Gunicorn say who they are (app/k8s/client.py): a chaos run can hold up one of them."""
+    sim.seed([node("n1")])
+    sim.add_fault(action="error", status=503, verb="get", user_agent=r"worker/.*\(replica-0\)")
+    core = client.CoreV1Api(api)
+    api.user_agent = "hami-scheduler-worker/0 (replica-1)"
+    assert core.read_node("n1").metadata.name == "n1"
+    api.user_agent = "hami-scheduler-worker/0 (replica-0)"
+    with pytest.raises(ApiException) as caught:
+        core.read_node("n1")
+    assert caught.value.status == 503
+    assert sim.faults()["rules"][0]["fired"] == 1
+
+
+def _watch_lines(api: client.ApiClient, **query: object) -> list[dict[str, object]]:
+    """Every line of one watch of nodes, as JSON, until the server ends the stream."""
+    response = client.CoreV1Api(api).list_node(watch=True, _preload_content=False, **query)
+    try:
+        return [json.loads(line) for line in response.read().splitlines() if line.strip()]
+    finally:
+        response.release_conn()
+
+
+def test_an_expire_fault_answers_a_watch_with_410_so_the_client_lists_again(
+    sim: EmulatorHandle, api: client.ApiClient
+) -> None:
+    sim.seed([node("n1")])
+    sim.add_fault(action="expire", verb="watch", resource="nodes", count=1)
+    sim.add_fault(action="expire", verb="list", resource="nodes")  # watch-only: never fires on a list
+    assert client.CoreV1Api(api).list_node().items[0].metadata.name == "n1"
+    lines = _watch_lines(api, resource_version="1", timeout_seconds=5)
+    assert [(line["type"], line["object"]["code"]) for line in lines] == [("ERROR", 410)]  # type: ignore[index]
+    assert [rule["fired"] for rule in sim.faults()["rules"]] == [1, 0]
+
+
+@pytest.mark.parametrize("ending", ["expired", "dropped", "closed"])
+def test_open_watches_of_one_client_can_be_ended_now(
+    sim: EmulatorHandle, api: client.ApiClient, ending: str
+) -> None:
+    """The chaos storm's forced relists (expired) and cut watches (dropped) of the leader's worker alone."""
+    sim.seed([node("n1")])
+    api.user_agent = "hami-scheduler-worker/0 (replica-0)"
+    received: list[object] = []
+    errors: list[BaseException] = []
+
+    def watch_nodes() -> None:
+        try:
+            received.extend(_watch_lines(api, timeout_seconds=30))
+        except urllib3.exceptions.HTTPError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=watch_nodes)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while sim.stats()["watchers"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sim.close_watches("nodes", "replica-1", ending) == 0  # another client's: untouched
+    assert sim.close_watches("nodes", "replica-0", ending) == 1
+    thread.join(10)
+    assert not thread.is_alive(), "the watch did not end"
+    if ending == "dropped":
+        assert errors, "a dropped watch must surface as a connection error"
+        return
+    assert not errors
+    assert [line["type"] for line in received] == (  # type: ignore[index]
+        ["ADDED", "ERROR"] if ending == "expired" else ["ADDED"]
+    )
+
+
+def test_closing_watches_validates_its_request(sim: EmulatorHandle) -> None:
+    with pytest.raises(HookError) as caught:
+        sim.close_watches("nodes", "", "exploded")
+    assert caught.value.status == 400
