@@ -213,6 +213,9 @@ def run(args: argparse.Namespace) -> int:
             "wall_seconds",
         )
         print("\n" + "  ".join(f"{k}={report[k]}" for k in keys))
+        by_vendor = report.get("pods_bound_by_vendor") or {}
+        if set(by_vendor) - {"NVIDIA"}:  # a mixed cluster: its bound pods per vendor key
+            print("bound by vendor: " + "  ".join(f"{key}={count}" for key, count in by_vendor.items()))
     if failure:
         print(f"demo failed: {failure} (logs in {workdir})", file=sys.stderr)
     elif not args.keep and not args.workdir:

@@ -86,3 +86,5 @@ def test_mixed_demo_binds_every_vendor(tmp_path: Path, mix: Mix) -> None:
     assert report["bind_phases"].get("success", 0) >= hami_plugins  # their plugins set HAMi's phases
     assert report["device_plugin"]["counters"].get("allocate_failed", 0) == 0
     assert report["children_left"] == []
+    printed = (tmp_path / "demo.log").read_text(encoding="utf-8", errors="replace")
+    assert "bound by vendor: " + "  ".join(f"{k}={v}" for k, v in by_vendor.items()) in printed
