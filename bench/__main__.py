@@ -7,7 +7,9 @@
 `--control-plane real` (bench/real.py) runs the real kube-scheduler three times over one cluster and pod
 stream: through our extender and webhook, without any extender, and through a no-op extender (the floor);
 it reports both throughputs, `extender_throughput_ratio`, kube-scheduler's and our latencies and the CPU
-per scheduled pod of each process. The rest of this docstring is about the emulator (the default).
+per scheduled pod of each process. With `--extender-url` it measures an extender it did not start (any
+HAMi-compatible one, bench/real_external.py): only the control plane, the nodes and the driver are ours.
+The rest of this docstring is about the emulator (the default).
 
 Every size is a fresh cluster of real processes (bench/e2e.py): the API emulator, the simulated device
 plugin, the registration worker and Gunicorn, driven the way kube-scheduler drives an extender
@@ -45,6 +47,7 @@ from bench.e2e import run_size
 from bench.seed import Scenario
 from bench.startup import Options
 from sim.kube import KubeError, atomic_write_json
+from sim.realcluster import ExternalExtender
 from sim.stack import DemoFailure, Stack
 
 GROWTH_SIZES = (500, 1000)
@@ -218,6 +221,22 @@ def real_options(args: argparse.Namespace) -> real.RealOptions:
         settle=args.settle,
         profile=args.profile,
         node_policy=args.node_policy,
+        external=external(args),
+        external_start=args.external_start,
+        external_wait=args.external_wait,
+    )
+
+
+def external(args: argparse.Namespace) -> ExternalExtender | None:
+    """The outside extender of `--extender-url` (None: ours, started by the harness)."""
+    if not args.extender_url:
+        return None
+    return ExternalExtender(
+        url=args.extender_url,
+        ca_file=args.extender_ca,
+        webhook_url=args.webhook_url,
+        webhook_ca=args.webhook_ca,
+        scheduler_name=args.scheduler_name,
     )
 
 
@@ -289,7 +308,34 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     parser.add_argument("--workdir", default="", help="keep logs and state here (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir after a successful run")
-    return parser.parse_args(argv)
+    outside = parser.add_argument_group(
+        "an outside extender (real control plane only; bench/real_external.py)",
+        "e.g. --extender-url https://127.0.0.1:9443 --extender-ca D/tls/ca.crt --webhook-url"
+        " https://127.0.0.1:9443/webhook --webhook-ca D/tls/ca.crt --external-start"
+        " 'python -m bench.outside --port 9443 --workdir D'",
+    )
+    outside.add_argument("--extender-url", default="", help="kube-scheduler's urlPrefix for the extender")
+    outside.add_argument(
+        "--extender-ca", default="", help="CA file for an https extender (default: insecure)"
+    )
+    outside.add_argument("--webhook-url", default="", help="the outside admission webhook (default: none)")
+    outside.add_argument("--webhook-ca", default="", help="PEM file for the webhook's caBundle")
+    outside.add_argument(
+        "--scheduler-name", default="hami-scheduler", help="the outside extender's scheduler name"
+    )
+    outside.add_argument("--external-start", default="", help="shell command starting it (KUBECONFIG set)")
+    outside.add_argument(
+        "--external-wait", type=float, default=600.0, help="seconds for it to be ready (default 600)"
+    )
+    args = parser.parse_args(argv)
+    given = [f for f in ("extender_ca", "webhook_url", "webhook_ca", "external_start") if getattr(args, f)]
+    if given and not args.extender_url:
+        parser.error(f"argument --{given[0].replace('_', '-')}: needs --extender-url")
+    if args.extender_url and args.control_plane != "real":
+        parser.error("argument --extender-url: needs --control-plane real")
+    if args.webhook_ca and not args.webhook_url:
+        parser.error("argument --webhook-ca: needs --webhook-url")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,3 +94,13 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
     }
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (a shell's command and what it started)."""
+    found, queue = [], children(pid)
+    while queue:
+        child = queue.pop()
+        found.append(child)
+        queue.extend(children(child))
+    return sorted(found)

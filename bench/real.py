@@ -20,7 +20,6 @@ process (`/proc/<pid>/stat`) is sampled at those two moments. See bench/schedmet
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 import time
@@ -30,14 +29,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import procs, real_summary, schedmetrics
+from bench import procs, real_external, real_summary, schedmetrics
 from sim import podutil
 from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN
 from sim.controlplane.real import RealControlPlane
 from sim.kube import Informer, Kube, KubeError, node_path, pod_path
 from sim.nodes import build_cluster, node_object
-from sim.realcluster import ChartSetup, install_chart, leader_url, pod_name, register_webhook, start_replica
+from sim.realcluster import (
+    ChartSetup,
+    ExternalExtender,
+    external_scheduler_config,
+    install_chart,
+    leader_url,
+    pod_name,
+    register_webhook,
+    start_replica,
+)
 from sim.report import summarize
 from sim.stack import PY, Stack, flags, wait_until
 
@@ -64,14 +72,24 @@ class RealOptions:
     settle: float = 120.0  # seconds for the extender run's pods to be Running (Allocate done)
     profile: bool = False  # pyinstrument per request in the service: figures are then no results
     node_policy: str = ""  # the chart's defaultSchedulerPolicy.nodeSchedulerPolicy ("": its binpack)
+    external: ExternalExtender | None = None  # an extender (and webhook) this harness does not start
+    external_start: str = ""  # a shell command starting it, with KUBECONFIG set (bench/real_external.py)
+    external_wait: float = 600.0  # seconds for the external extender to accept connections
+
+
+def phases_of(options: RealOptions) -> tuple[str, ...]:
+    """The runs: without an extender, the no-op floor (our service's verb: not for an outside extender)
+    and the extender."""
+    return ("baseline", "extender") if options.external is not None else PHASES
 
 
 def load_average() -> list[float]:
     return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def pod_stream(count: int, seed: int, phase: str) -> list[Obj]:
-    """The same `count` pods for every run (1 GPU, every fifth 2 GPUs, drawn from `seed`)."""
+def pod_stream(count: int, seed: int, phase: str, scheduler_name: str = "") -> list[Obj]:
+    """The same `count` pods for every run (1 GPU, every fifth 2 GPUs, drawn from `seed`); the extender
+    run's pods get `scheduler_name` (when no webhook sets it)."""
     rng = random.Random(seed)
     pods = []
     for index in range(count):
@@ -82,20 +100,25 @@ def pod_stream(count: int, seed: int, phase: str) -> list[Obj]:
             ],
             "terminationGracePeriodSeconds": 0,
         }
-        if SCHEDULER_NAMES[phase]:
-            spec["schedulerName"] = SCHEDULER_NAMES[phase]
+        if SCHEDULER_NAMES[phase] or scheduler_name:
+            spec["schedulerName"] = SCHEDULER_NAMES[phase] or scheduler_name
         meta = {"name": f"bench-{phase}-{index:05d}", "namespace": NAMESPACE, "labels": {PHASE_LABEL: phase}}
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
     return pods
 
 
-def scheduler_config(setup: ChartSetup, service_url: str, phase: str, qps: int) -> Obj:
-    """The chart's KubeSchedulerConfiguration for one run (see the module docstring)."""
-    config = copy.deepcopy(
-        chart.scheduler_configuration(setup.objects, service_url, setup.tls.ca, setup.client)
-    )
+def scheduler_config(cluster: Cluster, phase: str) -> Obj:
+    """The chart's KubeSchedulerConfiguration for one run (see the module docstring), at our service or
+    at the outside extender."""
+    setup, options = cluster.setup, cluster.options
+    if options.external is not None:
+        config = external_scheduler_config(setup, options.external)
+    else:
+        config = chart.scheduler_configuration(
+            setup.objects, cluster.extender_url, setup.tls.ca, setup.client
+        )
     config["leaderElection"] = {"leaderElect": False}
-    config["clientConnection"] = {"qps": qps, "burst": 2 * qps}
+    config["clientConnection"] = {"qps": options.qps, "burst": 2 * options.qps}
     if phase == "baseline":
         config.pop("extenders", None)
     if phase == "noop":
@@ -138,6 +161,8 @@ class Cluster:
     options: RealOptions
     timing_dir: Path
     startup_s: float
+    extender_url: str  # kube-scheduler's verbs: our extender server, or the outside extender's URL
+    metrics_url: str  # our service's /metrics ("": an outside extender, not scraped)
 
 
 def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Cluster:
@@ -162,6 +187,13 @@ def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Clu
     plugin = stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *kubelet_flags])
     wait_until("the simulated kubelets", lambda: "nodes ready" in plugin.log_tail(5), 300, stack, 0.2)
     timing_dir = stack.workdir / "timing"
+    if options.external is not None:
+        real_external.start(
+            stack, setup, options.external, options.external_start, options.external_wait, say
+        )
+        startup = time.perf_counter() - began
+        say(f"  stack ready after {startup:.1f}s (outside extender at {options.external.url})")
+        return Cluster(stack, setup, options, timing_dir, startup, options.external.url, "")
     env = {
         "HAMI_LEADER_ELECT": "false",  # one replica, no kube-scheduler to follow between the runs
         "HAMI_BENCH_NOOP": "1",
@@ -184,21 +216,25 @@ def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Clu
     )
     startup = time.perf_counter() - began
     say(f"  stack ready after {startup:.1f}s")
-    return Cluster(stack, setup, options, timing_dir, startup)
+    extender = stack.extender_urls.get(url, url)  # kube-scheduler's verbs
+    return Cluster(stack, setup, options, timing_dir, startup, extender, f"{url}/metrics")
 
 
 def _cpu_groups(stack: Stack, scheduler: str) -> dict[str, list[int]]:
     processes = stack.all_processes()
-    service, extender = processes["service"].pid, processes["extender"].pid
     groups = {
         "kube-scheduler": [processes[scheduler].pid],
         "kube-apiserver": [processes["kube-apiserver"].pid],
         "etcd": [processes["etcd"].pid],
-        # both Gunicorn servers of the chart's pod (the extender does the filter and bind work)
-        "service": [service, *procs.children(service), extender, *procs.children(extender)],
-        "worker": [processes["worker"].pid],
         "nodes": [processes["nodes"].pid],
     }
+    if "service" in processes:  # both Gunicorn servers of the chart's pod (the extender does the work)
+        service, extender = processes["service"].pid, processes["extender"].pid
+        groups["service"] = [service, *procs.children(service), extender, *procs.children(extender)]
+        groups["worker"] = [processes["worker"].pid]
+    if real_external.PROCESS in processes:  # what --external-start started, with its children
+        outside = processes[real_external.PROCESS].pid
+        groups["external"] = [outside, *procs.descendants(outside)]
     return groups
 
 
@@ -302,13 +338,22 @@ def _scheduler_metrics(url: str, bound: int, timeout: float = 10.0) -> schedmetr
         time.sleep(0.2)
 
 
+def _extender_scheduler_name(external: ExternalExtender | None) -> str:
+    if external is None:
+        return "hami-scheduler (set by our webhook)"
+    how = "set by its webhook" if external.webhook_url else "set by the harness"
+    return f"{external.scheduler_name} ({how})"
+
+
 def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     """One run: create the pods, start its kube-scheduler, wait until every pod is bound (or no progress
     for `stall` seconds), read the metrics, stop the scheduler."""
     stack, options = cluster.stack, cluster.options
     assert stack.kube is not None and isinstance(stack.control_plane, RealControlPlane)
     load_start = load_average()
-    manifests = pod_stream(options.pods, options.seed, phase)
+    external = options.external
+    name_without_webhook = external.scheduler_name if external and not external.webhook_url else ""
+    manifests = pod_stream(options.pods, options.seed, phase, name_without_webhook)
     binds = _Binds(len(manifests))
     informer = Informer(
         stack.kube, pod_path(NAMESPACE), binds.seen, f"bench-{phase}", labelSelector=f"{PHASE_LABEL}={phase}"
@@ -317,11 +362,10 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     created_at = time.perf_counter()
     _parallel(lambda pod: kube.create(pod_path(NAMESPACE), pod), manifests, threads=4)
     created_s = time.perf_counter() - created_at
-    ours_url, ca = f"{stack.service_url}/metrics", str(cluster.setup.tls.ca)
-    ours_before = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca)
+    ours_url, ca = cluster.metrics_url, str(cluster.setup.tls.ca)
+    ours_before = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca) if ours_url else {}
     name = f"scheduler-{phase}"
-    extender = stack.extender_urls.get(stack.service_url, stack.service_url)  # kube-scheduler's verbs
-    config = scheduler_config(cluster.setup, extender, phase, options.qps)
+    config = scheduler_config(cluster, phase)
     started_wall, started = time.time(), time.perf_counter()
     process = stack.start_scheduler(SchedulerSpec(name=name, config=config, hostname=pod_name(0)))
     binds.groups = _cpu_groups(stack, name)
@@ -336,7 +380,7 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
         binds.last_cpu = procs.cpu_sample(binds.groups)
     ended_wall = time.time()
     scheduler_scrape = _scheduler_metrics(stack.control_plane.scheduler_urls[name], len(binds.at))
-    ours_after = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca)
+    ours_after = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca) if ours_url else {}
     load_end = load_average()
     times = sorted(binds.at.values())
     window = times[-1] - times[0] if len(times) > 1 else 0.0
@@ -345,7 +389,7 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     for key in ("ours_cpu_s", "emulator_cpu_s"):
         cpu.pop(key, None)
     result: Obj = {
-        "scheduler_name": SCHEDULER_NAMES[phase] or "hami-scheduler (set by our webhook)",
+        "scheduler_name": SCHEDULER_NAMES[phase] or _extender_scheduler_name(external),
         "pods": len(manifests),
         "bound": bound,
         "create_s": round(created_s, 2),
@@ -357,7 +401,7 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
             k: round(1000 * v / max(1, bound - 1), 2) for k, v in cpu["cpu_s"].items() if k != "machine"
         },
         "kube_scheduler": schedmetrics.kube_scheduler_view(scheduler_scrape),
-        "ours": schedmetrics.ours_view(ours_before, ours_after),
+        "ours": schedmetrics.ours_view(ours_before, ours_after) if ours_url else {},
         "server": schedmetrics.server_timings(cluster.timing_dir, started_wall, ended_wall + 1.0),
         "load_average": {"start": load_start, "end": load_end},
     }
@@ -384,7 +428,7 @@ def run_size(options: RealOptions, stack: Stack, say: Callable[[str], None]) -> 
     )
     cluster = start(stack, options, say)
     assert stack.control_plane is not None
-    phases = {phase: run_phase(cluster, phase, say) for phase in PHASES}
+    phases = {phase: run_phase(cluster, phase, say) for phase in phases_of(options)}
     size = {
         "nodes": options.nodes,
         "gpus_per_node": options.gpus_per_node,

@@ -1,8 +1,10 @@
 """Child processes for tests and tools: own process group, a log file, readiness over HTTP, stop by PID.
 
 Tests start the API emulator, Gunicorn and workers as real processes; each must be stopped by the test that
-started it, on success and on failure alike. ``stop`` sends SIGTERM to the child's PID, waits, escalates to
-SIGKILL for the child's own process group (which catches workers a master forked), and always reaps.
+started it, on success and on failure alike. ``stop`` sends SIGTERM to the child's PID (to its whole
+process group with ``term_group``: a shell command's processes, which a shell does not pass SIGTERM on
+to), waits, escalates to SIGKILL for the child's own process group (which catches workers a master forked),
+and always reaps.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from types import TracebackType
 
 
 class ChildProcess:
-    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path, term_group: bool = False) -> None:
         self._popen = popen
         self.log_path = log_path
+        self.term_group = term_group
 
     @property
     def pid(self) -> int:
@@ -46,8 +49,11 @@ class ChildProcess:
     def stop(self, timeout: float = 5.0) -> int:
         """SIGTERM the PID, SIGKILL its process group after ``timeout``, reap; returns the exit code."""
         if self._popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._popen.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if self.term_group:
+                    os.killpg(self._popen.pid, signal.SIGTERM)
+                else:
+                    os.kill(self._popen.pid, signal.SIGTERM)
             try:
                 self._popen.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -75,8 +81,10 @@ def start_process(
     log_path: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    new_session: bool = True,
 ) -> ChildProcess:
-    """Start ``argv`` in a new session (its own process group), stdout and stderr appended to ``log_path``."""
+    """Start ``argv`` in a new session (its own process group; with ``new_session=False`` in the caller's,
+    so a signal to the caller's group reaches it), stdout and stderr appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(
@@ -86,7 +94,7 @@ def start_process(
             stderr=subprocess.STDOUT,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            start_new_session=True,
+            start_new_session=new_session,
         )
     return ChildProcess(popen, log_path)
 

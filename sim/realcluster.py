@@ -307,20 +307,27 @@ def start_external(
         except (chart.ChartError, KubeError) as exc:
             raise DemoFailure(f"registering the external webhook failed: {exc}") from None
     if scheduler:
-        config = chart.scheduler_configuration(setup.objects, external.url, Path(external.ca_file or "."))
-        if not external.url:
-            config.pop("extenders", None)
-        for extender in config.get("extenders") or []:
-            if not external.ca_file:
-                extender["tlsConfig"] = {"insecure": True}
-            else:
-                extender["tlsConfig"].pop("serverName", None)
-            extender["enableHTTPS"] = external.url.startswith("https://")
-        for profile in config.get("profiles") or []:
-            profile["schedulerName"] = external.scheduler_name
+        config = external_scheduler_config(setup, external)
         if qps > 0:
             config["clientConnection"] = {"qps": qps, "burst": qps * 2}
         stack.start_scheduler(SchedulerSpec(name="scheduler", config=config, hostname=pod_name(0)))
+
+
+def external_scheduler_config(setup: ChartSetup, external: ExternalExtender) -> dict[str, Any]:
+    """The chart's KubeSchedulerConfiguration pointed at `external` (no extender when its url is empty):
+    its CA (or `insecure`), HTTPS by the URL's scheme, its scheduler name."""
+    config = chart.scheduler_configuration(setup.objects, external.url, Path(external.ca_file or "."))
+    if not external.url:
+        config.pop("extenders", None)
+    for extender in config.get("extenders") or []:
+        if not external.ca_file:
+            extender["tlsConfig"] = {"insecure": True}
+        else:
+            extender["tlsConfig"].pop("serverName", None)
+        extender["enableHTTPS"] = external.url.startswith("https://")
+    for profile in config.get("profiles") or []:
+        profile["schedulerName"] = external.scheduler_name
+    return config
 
 
 def kill_replica(stack: Stack, index: int) -> list[int]:

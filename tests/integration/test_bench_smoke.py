@@ -16,7 +16,7 @@ import pytest
 
 from sim.controlplane import binaries
 from sim.processes import start_process
-from sim.stack import pid_alive
+from sim.stack import free_port, pid_alive
 from sim.testing import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -161,3 +161,41 @@ def test_tiny_real_benchmark_runs_three_schedulers_and_reports_every_field(tmp_p
     scheduler_pids = {k for k in report["child_pids"]["real-n3"] if k.startswith("scheduler-")}
     assert scheduler_pids == {"scheduler-baseline", "scheduler-noop", "scheduler-extender"}
     assert report["children_left"] == []
+
+
+@pytest.mark.real
+def test_real_benchmark_measures_an_extender_it_did_not_start(tmp_path: Path) -> None:
+    """`--extender-url` with `--external-start`: our scheduler started as an outside extender
+    (bench.outside) against the harness's kubeconfig; the harness starts no service of its own, registers
+    the outside webhook with its CA, runs the baseline and the extender runs, and stops the outside
+    extender's whole process group at the end."""
+    try:
+        binaries.find()
+    except binaries.MissingBinaries as exc:
+        pytest.fail(str(exc))
+    port, outside = free_port(), tmp_path / "outside"
+    url, ca = f"https://127.0.0.1:{port}", str(outside / "tls" / "ca.crt")
+    start = f"{sys.executable} -m bench.outside --port {port} --workdir {outside}"
+    report = run_bench(
+        tmp_path,
+        [
+            "--control-plane", "real", "--nodes", "3", "--gpus-per-node", "2", "--pods", "6",
+            "--extender-url", url, "--extender-ca", ca, "--webhook-url", f"{url}/webhook", "--webhook-ca", ca,
+            "--scheduler-name", "hami-scheduler", "--external-start", start, "--external-wait", "300",
+        ],
+    )  # fmt: skip
+    assert report["exit"] == "completed" and report["correct"] is True
+    assert set(report["phases"]) == {"baseline", "extender"}
+    assert set(report["targets"]) == {"extender_throughput_ratio"}
+    assert report["extender_throughput_ratio"] > 0
+    extender = report["phases"]["extender"]
+    assert extender["bound"] == 6 and extender["correctness"]["oversubscribed_devices"] == 0
+    # started by the simulated HAMi device plugin, which reads the allocation the outside extender wrote
+    assert extender["correctness"]["running"] == 6 and extender["correctness"]["node_locks_held"] == 0
+    assert extender["scheduler_name"] == "hami-scheduler (set by its webhook)"
+    assert extender["cpu_ms_per_pod"]["external"] > 0  # the outside extender did the filter and bind work
+    pids = report["child_pids"]["real-n3"]
+    assert "service" not in pids and "worker" not in pids and "external" in pids
+    assert report["children_left"] == []
+    log = (tmp_path / "bench.log").read_text()
+    assert f"admin kubeconfig: {tmp_path / 'run' / 'real-n3' / 'kubeconfig'}" in log
