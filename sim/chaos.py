@@ -40,8 +40,10 @@ from sim.actors import stats_of
 from sim.chaoscheck import ledger_check, locks, outcomes, oversubscription, utilisation
 from sim.chaosplan import Plan, make_plan
 from sim.command import Command
+from sim.forger import Forger
 from sim.kube import Kube, KubeError, atomic_write_json
 from sim.observe import Journal, Observer
+from sim.pki import ChartPki
 from sim.replicas import Election, Replicas
 from sim.stack import PY, DemoFailure, Stack, flags
 from sim.storm import Storm
@@ -59,6 +61,7 @@ VERDICT_ZEROS = (
     "oversubscribed_max_during_run",
     "leaked_locks",
     "cache_rebuild_mismatches",
+    "forged_accepted",
 )
 
 
@@ -114,13 +117,17 @@ def start_cluster(args: argparse.Namespace, stack: Stack, replicas: Replicas) ->
         ready = replicas.ready_ones()
         if len(ready) != 1:
             return False
-        state = orjson.loads(replicas.http.request("GET", f"{ready[0].url}/debug/state").data)
-        return bool(state.get("nodes", 0) >= args.nodes)
+        answer = replicas.scheduler_http.request("GET", f"{ready[0].extender_url}/debug/state")
+        return bool(orjson.loads(answer.data).get("nodes", 0) >= args.nodes)
 
     wait_until("one Ready replica with every node registered", one_ready, 120, stack)
+    pki = replicas.pki
     scheduler_flags = flags(
         kubeconfig=stack.kubeconfig,
-        extender=",".join(replicas.urls),
+        extender=",".join(replicas.extender_urls),
+        ca_file=pki.server_ca,
+        cert_file=pki.client[0],
+        key_file=pki.client[1],
         stats=stack.workdir / "scheduler-stats.json",
         unschedulable_timeout=args.unschedulable_timeout,
         max_unschedulable=args.max_unschedulable,
@@ -160,6 +167,9 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
         hooks.add_fault(**rule)
     run = Storm(plan, replicas, stack.kube, hooks, restart_delay=args.restart_delay)
     observer = Observer(hooks, replicas, SELECTOR).start()
+    forger = Forger(
+        replicas, hooks, stack.kube, SELECTOR, seed=args.seed, count=args.forgeries, rate=args.forge_rate
+    ).start()
     journal_kube = Kube.from_kubeconfig(stack.kubeconfig, pool_size=4, retries=5)
     journal = Journal(journal_kube, stack.workdir / "journal.jsonl", SELECTOR).start()
     began = time.monotonic()
@@ -179,6 +189,7 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
                 break
             time.sleep(0.5)
     finally:
+        forger.close()
         run.close()
         observer.stop()
         journal.stop()
@@ -194,7 +205,7 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
         time.sleep(0.5)
     return {
         "hooks": hooks,
-        "storm": run.summary(),
+        "storm": {**run.summary(), **forger.summary()},
         "observer": observer.summary(),
         "faults": fault_report,
         "storm_seconds": round(storm_seconds, 2),
@@ -262,6 +273,8 @@ def passed(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
     failures = [f"{key}={report[key]}" for key in VERDICT_ZEROS if report.get(key)]
     if args.fault_rate > 0 and not report.get("faults_injected"):
         failures.append("faults_injected=0")
+    if args.forgeries > 0 and not report.get("forged_calls"):
+        failures.append("forged_calls=0")
     # the victim restarts only once another replica took over (sim.storm): each kill owes a failover
     owed = args.kill_leader if args.replicas > 1 else 0
     if report.get("leader_failovers", 0) < owed:
@@ -299,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
     stack = Stack(workdir)
     election = Election(args.lease_duration, args.renew_deadline, args.retry_period)
     env = {"HAMI_INFLIGHT_TTL": f"{INFLIGHT_TTL:g}s", "HAMI_NODELOCK_EXPIRE": NODELOCK_EXPIRE}
-    replicas = Replicas(stack, args.replicas, args.workers, election, env)
+    replicas = Replicas(stack, args.replicas, args.workers, election, env, ChartPki.create(workdir / "pki"))
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     failure, code, report = "", 0, None
     try:
@@ -340,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
                         "arrival_rate",
                         "long_faults",
                         "lag",
+                        "forgeries",
                     )
                 },
                 "child_pids": stack.pids,
@@ -372,6 +386,8 @@ SUMMARY_KEYS = (
     "leader_failovers",
     "failover_max_s",
     "disruptions_by_kind",
+    "forged_calls",
+    "forged_accepted",
     "wall_seconds",
 )
 
@@ -389,6 +405,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lag", type=float, default=75.0, help="seconds a long fault holds a worker's watch or relist"
     )
+    parser.add_argument(
+        "--forgeries", type=int, default=300, help="forged /filter and /bind calls (sim.forger)"
+    )
+    parser.add_argument("--forge-rate", type=float, default=3.0, help="forged calls per second")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     parser.add_argument("--nodes", type=int, default=None, help="GPU nodes (default: pods / 28)")
     parser.add_argument("--gpus-per-node", type=int, default=8)

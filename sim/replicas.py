@@ -1,6 +1,11 @@
 """The scheduler extender's replicas in a chaos run: each one registration worker (`python -m workers`) plus
-one Gunicorn (`wsgi:app`), sharing the replica's own `HAMI_STATE_DIR` (the pod's emptyDir), electing a
-leader in acquire mode with a short Lease.
+the chart's two Gunicorn servers (`wsgi:app`), sharing the replica's own `HAMI_STATE_DIR` (the pod's
+emptyDir), electing a leader in acquire mode with a short Lease.
+
+As the chart runs them (docs/security.md): the `extender` server (`HAMI_ROUTES=scheduler`: /filter, /bind,
+/debug/state) requires kube-scheduler's client certificate (`HAMI_TLS_CLIENT_CA_FILE`); the `webhook`
+server (`HAMI_ROUTES=public`: /webhook, /readyz, /metrics) takes anyone, and is Ready only while the
+extender server accepts connections. Both serve TLS with one throwaway CA (sim.pki), on loopback.
 
 A replica is "killed" the way a node failure or an OOM kill ends a pod's containers: SIGKILL to the process
 group of its worker and of its Gunicorn master (which holds the Gunicorn workers), then reaped. It is
@@ -17,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +31,9 @@ import urllib3
 
 from app.state.ledger import LEDGER_FILE, Ledger
 from app.state.status import ReplicaStatus
-from sim.stack import Stack, free_port, group_members
+from sim.kube import pool_manager, warnings_quiet
+from sim.pki import ChartPki
+from sim.stack import PY, Stack, free_port, group_members
 
 LEASE_NAME = "hami-scheduler"
 LEASE_NAMESPACE = "default"
@@ -40,11 +46,16 @@ class Election:
     retry_period: int = 1
 
 
+GUNICORN = [PY, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]
+
+
 @dataclass
 class Replica:
     index: int
-    port: int
-    env: dict[str, str]
+    port: int  # the webhook server's
+    extender_port: int
+    env: dict[str, str]  # the worker's; the servers' add theirs (`servers`)
+    servers: dict[str, dict[str, str]] = field(default_factory=dict)  # extender, service -> environment
     incarnation: int = 0
     processes: list[str] = field(default_factory=list)  # the stack names of the running incarnation
     worker_restarts: int = 0
@@ -56,7 +67,13 @@ class Replica:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The webhook server: /webhook, /readyz (what the Services probe), /metrics."""
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def extender_url(self) -> str:
+        """The extender server: /filter, /bind, /debug/state, with kube-scheduler's client certificate."""
+        return f"https://127.0.0.1:{self.extender_port}"
 
     @property
     def state_dir(self) -> Path:
@@ -65,22 +82,30 @@ class Replica:
 
 class Replicas:
     def __init__(
-        self, stack: Stack, count: int, workers: int, election: Election, extra_env: dict[str, str]
+        self,
+        stack: Stack,
+        count: int,
+        workers: int,
+        election: Election,
+        extra_env: dict[str, str],
+        pki: ChartPki,
     ) -> None:
         self.stack = stack
-        self.http = urllib3.PoolManager(maxsize=4, retries=False)
+        self.pki = pki
+        ca = pki.server_ca_pem
+        self.http = pool_manager(4, ca)  # what the Services and the probes use: no client certificate
+        # what kube-scheduler presents; the harness reads /debug/state with it
+        self.scheduler_http = pool_manager(4, ca, client_cert=(str(pki.client[0]), str(pki.client[1])))
         self.lock = threading.RLock()  # one kill, restart or start at a time
         self.items: list[Replica] = []
         for index in range(count):
             home = stack.workdir / f"replica-{index}"
-            port = free_port()
+            port, extender_port = free_port(), free_port()
             env = {
                 **os.environ,
                 "KUBECONFIG": str(stack.kubeconfig),
                 "HAMI_STATE_DIR": str(home / "state"),
-                "PROMETHEUS_MULTIPROC_DIR": str(home / "prometheus"),
-                "HAMI_BIND": f"127.0.0.1:{port}",
-                "HAMI_WORKERS": str(workers),
+                "PROMETHEUS_MULTIPROC_DIR": str(home / "prometheus-worker"),
                 "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
                 "HAMI_REGISTRATION_INTERVAL": "2s",
                 "HAMI_LOG_LEVEL": "WARNING",
@@ -95,23 +120,58 @@ class Replicas:
                 **extra_env,
             }
             env.pop("POD_NAMESPACE", None)  # no scheduler-role labels: there are no replica pods to label
-            self.items.append(Replica(index, port, env))
+            tls = {"HAMI_TLS_CERT_FILE": str(pki.server[0]), "HAMI_TLS_KEY_FILE": str(pki.server[1])}
+            extender_metrics = str(home / "prometheus-extender")
+            servers = {
+                "extender": {
+                    **env,
+                    **tls,
+                    "HAMI_ROUTES": "scheduler",
+                    "HAMI_BIND": f"127.0.0.1:{extender_port}",
+                    "HAMI_WORKERS": str(workers),
+                    "HAMI_TLS_CLIENT_CA_FILE": str(pki.client_ca),
+                    "PROMETHEUS_MULTIPROC_DIR": extender_metrics,
+                },
+                "service": {
+                    **env,
+                    **tls,
+                    "HAMI_ROUTES": "public",
+                    "HAMI_BIND": f"127.0.0.1:{port}",
+                    "HAMI_WORKERS": "1",  # the chart's two only cost CPU here
+                    "HAMI_EXTENDER_ADDRESS": f"127.0.0.1:{extender_port}",
+                    "HAMI_EXTENDER_METRICS_DIR": extender_metrics,
+                    "PROMETHEUS_MULTIPROC_DIR": str(home / "prometheus"),
+                },
+            }
+            for folder in [
+                env["PROMETHEUS_MULTIPROC_DIR"],
+                *(e["PROMETHEUS_MULTIPROC_DIR"] for e in servers.values()),
+            ]:
+                Path(folder).mkdir(parents=True, exist_ok=True)
+            self.items.append(Replica(index, port, extender_port, env, servers))
 
     @property
     def urls(self) -> list[str]:
         return [r.url for r in self.items]
 
+    @property
+    def extender_urls(self) -> list[str]:
+        return [r.extender_url for r in self.items]
+
     def close(self) -> None:
         self.http.clear()
+        self.scheduler_http.clear()
 
     def start(self, replica: Replica) -> None:
         with self.lock:
             suffix = f".{replica.incarnation}" if replica.incarnation else ""
-            worker, service = f"worker-{replica.index}{suffix}", f"service-{replica.index}{suffix}"
-            self.stack.start(worker, [sys.executable, "-m", "workers"], replica.env)
-            gunicorn = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]
-            self.stack.start(service, gunicorn, replica.env)
-            replica.processes = [worker, service]
+            worker = f"worker-{replica.index}{suffix}"
+            self.stack.start(worker, [PY, "-m", "workers"], replica.env)
+            replica.processes = [worker]
+            for server, env in replica.servers.items():
+                name = f"{server}-{replica.index}{suffix}"
+                self.stack.start(name, GUNICORN, env)
+                replica.processes.append(name)
 
     def _kill(self, name: str) -> None:
         process = self.stack.processes.pop(name, None)
@@ -147,7 +207,7 @@ class Replicas:
             replica.worker_restarts += 1
             suffix = f".{replica.incarnation}" if replica.incarnation else ""
             name = f"worker-{replica.index}{suffix}.r{replica.worker_restarts}"
-            self.stack.start(name, [sys.executable, "-m", "workers"], replica.env)
+            self.stack.start(name, [PY, "-m", "workers"], replica.env)
             replica.processes[0] = name
 
     def running(self, replica: Replica) -> bool:
@@ -162,7 +222,10 @@ class Replicas:
         if not replica.processes:
             return False
         try:
-            response = self.http.request("GET", f"{replica.url}/readyz", timeout=urllib3.Timeout(total=1.0))
+            with warnings_quiet():
+                response = self.http.request(
+                    "GET", f"{replica.url}/readyz", timeout=urllib3.Timeout(total=1.0)
+                )
         except urllib3.exceptions.HTTPError:
             return False
         return response.status == 200

@@ -36,7 +36,7 @@ import urllib3
 from sim import podutil
 from sim.chaosplan import Plan, Recreation
 from sim.harness import admit
-from sim.kube import Kube, KubeError, pod_path
+from sim.kube import Kube, KubeError, pod_path, pool_manager
 from sim.replicas import Replica, Replicas
 from sim.stack import DemoFailure
 from sim.stormfaults import LongFaults
@@ -107,7 +107,7 @@ class Storm:
         self.failover_timeout = failover_timeout
         self.log = StormLog()
         self.stop = threading.Event()
-        self.http = urllib3.PoolManager(maxsize=8, retries=False, timeout=urllib3.Timeout(total=30.0))
+        self.http = pool_manager(8, replicas.pki.server_ca_pem, timeout=30.0)  # the webhook's callers
         self._pods = {p.key: p for p in plan.pods}
         self._recreate = {r.key: r for r in plan.recreations}
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="chaos-recreate")

@@ -1,9 +1,11 @@
 """`python -m sim chaos` at CI size (docs/chaos.md): 150 pods, 2 replicas of 2 Gunicorn workers, 10 % API
 faults, one leader SIGKILLed, pods deleted and recreated under the same name, and one round of long faults
 on the workers (issue 11): the leader's pod and node watches held 45 s, its pod watch ended with 410 and
-the relist held 45 s, the standby's node relist held, both workers restarted. Every actor is a real
-process; the verdict comes from the API alone. Asserts the same zeros as `make chaos`, that every long
-fault hit its worker, and that no child process survives the run."""
+the relist held 45 s, the standby's node relist held, both workers restarted — and 150 forged /filter and
+/bind calls (sim.forger) meanwhile. The replicas run as the chart runs them: the verbs on their own server
+behind kube-scheduler's client certificate. Every actor is a real process; the verdict comes from the API
+alone. Asserts the same zeros as `make chaos`, that every long fault hit its worker, that every kind of
+forgery was sent and refused as it should be and none was accepted, and that no child process survives."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from sim.forger import KINDS
 from sim.processes import start_process
 from sim.stack import pid_alive
 from sim.testing import REPO_ROOT
@@ -37,6 +40,7 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     argv = [
         sys.executable, "-m", "sim", "chaos", "--seed", "3", "--pods", "150", "--workers", "2",
         "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1", "--long-faults", "1", "--lag", "45",
+        "--forgeries", "150",
         "--report", str(report_path), "--workdir", str(tmp_path / "run"),
     ]  # fmt: skip
     chaos = start_process(argv, log_path=tmp_path / "chaos.log", cwd=REPO_ROOT)
@@ -79,6 +83,11 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     assert all(d["back_after_s"] is not None for d in long_faults if d["kind"] == "worker-restart"), (
         long_faults
     )
+    forged = report["forged_by_kind"]
+    assert report["forged_calls"] > 0 and report["forged_accepted"] == 0, report["forged_accepted_examples"]
+    assert set(forged) == set(KINDS), forged  # every kind was sent ...
+    expected = report["forged_refused_as_expected"]
+    assert all(expected[kind] > 0 for kind in KINDS), (expected, forged)  # ... and refused as it should be
     assert report["pods_recreated"] >= 1
     unfit = report["pods_by_kind"]["unfit"]
     assert unfit == {"unschedulable": unfit["unschedulable"]}  # pods that fit nowhere are rejected, cleanly

@@ -11,9 +11,7 @@ and worker PIDs): Gunicorn builds an SSLContext per connection.
 
 from __future__ import annotations
 
-import datetime
 import http.client
-import ipaddress
 import os
 import socket
 import ssl
@@ -25,66 +23,14 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from sim.pki import Issued, issue
 from sim.processes import ChildProcess, start_process, wait_for_http
 from sim.stack import group_members
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Issued:
-    cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
-
-    @property
-    def cert_pem(self) -> bytes:
-        return self.cert.public_bytes(serialization.Encoding.PEM)
-
-    @property
-    def key_pem(self) -> bytes:
-        return self.key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-
-    def write(self, folder: Path, stem: str) -> tuple[Path, Path]:
-        cert, key = folder / f"{stem}.crt", folder / f"{stem}.key"
-        cert.write_bytes(self.cert_pem)
-        key.write_bytes(self.key_pem)
-        return cert, key
-
-
-def issue(name: str, issuer: Issued | None = None, *, ca: bool = False, server: bool = False) -> Issued:
-    """A CA (self-signed without `issuer`) or a leaf signed by `issuer`: server (127.0.0.1) or client."""
-    now = datetime.datetime.now(datetime.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer.cert.subject if issuer else subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if ca:
-        usage = x509.KeyUsage(False, False, False, False, False, True, True, False, False)
-        builder = builder.add_extension(usage, critical=True)
-    else:
-        purpose = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([purpose]), critical=False)
-    if server:
-        san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-        builder = builder.add_extension(san, critical=False)
-    signer = issuer.key if issuer else key
-    return Issued(builder.sign(signer, hashes.SHA256()), key)
 
 
 @dataclass
