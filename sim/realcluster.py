@@ -36,7 +36,7 @@ from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER, RELEASE_NAMESPACE
 from sim.kube import Kube, KubeError, pool_manager
 from sim.processes import wait_for_http
 from sim.serviceproxy import ServiceProxy
-from sim.stack import DemoFailure, Stack, free_port, service_ready, start_nodes, wait_until
+from sim.stack import DemoFailure, Stack, free_port, service_ready, start_nodes, vendor_values, wait_until
 from sim.workload import NAMESPACES
 
 PY = sys.executable
@@ -253,7 +253,7 @@ def start_real_cluster(
     Without a scheduler leader election is off (in follow mode nothing else would make a replica the
     leader). `stack.service_url` ends as the leader's URL. With `external`, none of
     ours runs: the control plane, the nodes and one kube-scheduler at the given extender."""
-    values = dict(values or {})
+    values = {**vendor_values(getattr(args, "vendors", "nvidia")), **(values or {})}
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)

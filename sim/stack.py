@@ -247,6 +247,21 @@ def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
     return env
 
 
+CHART_SECTIONS = (  # sim.vendors part prefix -> the chart's devices.<section> (HAMi's chart values)
+    *("ascend", "hygon", "cambricon", "mthreads", "awsneuron", "amd", "vastai", "biren"),
+    *("metax", "iluvatar", "kunlun", "enflame"),
+)
+
+
+def vendor_values(vendors: str) -> dict[str, Any]:
+    """The chart values for a cluster of these node kinds on the real control plane: what `vendor_env` is
+    for the emulator, but through the chart (`devices.<vendor>.enabled`: its device-config section, its
+    switch and kube-scheduler's managedResources), as an operator enables them."""
+    parts = {part for kind in parse_vendors(vendors) for part in kind}
+    enabled = {section for section in CHART_SECTIONS for part in parts if part.startswith(section)}
+    return {"devices": {section: {"enabled": True} for section in sorted(enabled)}} if enabled else {}
+
+
 def start_nodes(stack: Stack, args: argparse.Namespace, kubeconfig: Path, *extra: str) -> None:
     """The simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user), waited for until every node
     exists. `args` needs nodes, seed, gpus_per_node, zones, allocate_latency and optionally mig_nodes."""

@@ -1,7 +1,9 @@
 """`python -m sim demo` on mixed clusters (what `make demo` runs), every actor a real process: NVIDIA, Ascend
 910B3 and 910C, Hygon beside NVIDIA, Cambricon and Moore Threads nodes; and NVIDIA beside Metax (GPU, sGPU),
-Iluvatar, Kunlunxin (XPU, vXPU) and Enflame (GCU, DRS) nodes. Pods of every vendor are bound, no device of
-any vendor is oversubscribed, no node lock is left, and the report counts them per vendor."""
+Iluvatar, Kunlunxin (XPU, vXPU) and Enflame (GCU, DRS) nodes; and every one of the 13 vendors on the real
+control plane (the chart's `devices.<vendor>.enabled`, the real kube-scheduler with the chart's
+managedResources, the real webhook). Pods of every vendor are bound, no device of any vendor is
+oversubscribed, no node lock is left, and the report counts them per vendor."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class Mix:
     seed: int
     keys: frozenset[str]
     own_plugins: frozenset[str]  # vendors whose plugins do not set HAMi's bind phases
+    control_plane: str = "emulator"
 
 
 MIXES = [
@@ -49,6 +52,20 @@ MIXES = [
         ),
         id="metax-iluvatar-kunlun-enflame",
     ),
+    pytest.param(
+        Mix(
+            "nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend910c,awsneuron+amd,vastai+biren,"
+            "metax+iluvatar,metax-sgpu,kunlun+enflame,kunlun-vxpu+enflame-drs", 13, 110, 0,
+            frozenset({
+                "NVIDIA", "Ascend910B3", "Ascend910C", "DCU", "MLU", "Mthreads", "AWSNeuron", "AMD", "Vastai",
+                "Biren", "Metax-GPU", "Metax-SGPU", "BI-V150", "kunlun", "XPU", "GCU", "Enflame",
+            }),
+            frozenset({"MLU", "Mthreads", "kunlun", "Enflame", "AWSNeuron"}),
+            "real",
+        ),
+        id="all-13-vendors-real-control-plane",
+        marks=pytest.mark.real,
+    ),
 ]  # fmt: skip
 
 
@@ -59,7 +76,7 @@ def test_mixed_demo_binds_every_vendor(tmp_path: Path, mix: Mix) -> None:
         sys.executable, "-m", "sim", "demo", "--nodes", str(mix.nodes), "--pods", str(mix.pods),
         "--seed", str(mix.seed), "--vendors", mix.vendors,
         "--report", str(report_path), "--workdir", str(tmp_path / "run"), "--unschedulable-timeout", "2",
-        "--timeout", "150",
+        "--timeout", "150", "--control-plane", mix.control_plane,
     ]  # fmt: skip
     demo = start_process(argv, log_path=tmp_path / "demo.log", cwd=REPO_ROOT)
     try:
