@@ -22,7 +22,7 @@ import os
 import shutil
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO
 from urllib.parse import parse_qs, urlsplit
@@ -225,26 +225,37 @@ class MetricsServer:
 
 
 class LockAges(Collector):
-    """`hami_worker_node_lock_age_seconds{node}`: how long each held node lock (hami.io/mutex.lock) has been
-    held, from the node informer at scrape time. Only locked nodes have a sample; a value that does not
-    parse counts from the epoch (it is that old for every rule: app.core.nodelock treats it as expired)."""
+    """`hami_worker_node_lock_age_seconds{node,lock}`: how long each held node lock (HAMi's
+    `hami.io/mutex.lock`, a vendor's own such as `cambricon.com/dsmlu.lock`: `keys`) has been held, from the
+    node informer at scrape time. Only held locks have a sample; a value that does not parse counts from
+    the epoch (it is that old for every rule: app.core.nodelock treats it as expired)."""
 
-    def __init__(self, nodes: Callable[[], list[dict[str, Any]]], clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        nodes: Callable[[], list[dict[str, Any]]],
+        clock: Callable[[], float],
+        keys: Sequence[str] = (LOCK_ANNOTATION,),
+    ) -> None:
         self._nodes = nodes
         self._clock = clock
+        self._keys = tuple(keys)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
-            "hami_worker_node_lock_age_seconds", "Seconds a held node lock has been held", labels=["node"]
+            "hami_worker_node_lock_age_seconds",
+            "Seconds a held node lock has been held",
+            labels=["node", "lock"],
         )
         now = self._clock()
         for node in self._nodes():
-            value = node_annotations(node).get(LOCK_ANNOTATION)
-            if value is None:
-                continue
-            try:
-                taken = parse_lock(value).time.timestamp()
-            except LockParseError:
-                taken = 0.0
-            family.add_metric([node_name(node)], max(0.0, now - taken))
+            annotations = node_annotations(node)
+            for key in self._keys:
+                value = annotations.get(key)
+                if value is None:
+                    continue
+                try:
+                    taken = parse_lock(value).time.timestamp()
+                except LockParseError:
+                    taken = 0.0
+                family.add_metric([node_name(node), key], max(0.0, now - taken))
         yield family

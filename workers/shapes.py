@@ -8,12 +8,12 @@ with the same layout as the API object, so the pure rules (`app.core.reservation
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from app.core.inventory import CORDON_ANNOTATION
 from app.core.nodelock import LOCK_ANNOTATION
-from app.core.vendor import Vendor
+from app.core.vendor import Vendor, node_locks
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -90,7 +90,7 @@ def node_shape(vendors: Iterable[Vendor]) -> Shape:
     counts = {v.resources.count for v in vendors}
     annotations = {
         CORDON_ANNOTATION,
-        LOCK_ANNOTATION,
+        *(spec.annotation for spec in node_locks(vendors)),
         *(k for v in vendors for k in v.reads.node_annotations),
     }
     labels = (ZONE_LABEL, REGION_LABEL, *(k for v in vendors for k in v.reads.node_labels))
@@ -130,12 +130,12 @@ def lease_shape(lease: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": _metadata(lease), "spec": _pick(spec, keys)}
 
 
-def content(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object without its resourceVersion and node lock: equal content means nothing a decision or
-    the registration reads changed."""
+def content(obj: Mapping[str, Any], locks: Collection[str] = (LOCK_ANNOTATION,)) -> dict[str, Any]:
+    """The object without its resourceVersion and node locks (`locks`: their annotation keys): equal
+    content means nothing a decision or the registration reads changed."""
     raw = _mapping(obj.get("metadata"))
     metadata = {k: v for k, v in raw.items() if k != "resourceVersion"}
     annotations = _mapping(raw.get("annotations"))
-    if LOCK_ANNOTATION in annotations:
-        metadata["annotations"] = {k: v for k, v in annotations.items() if k != LOCK_ANNOTATION}
+    if any(key in annotations for key in locks):
+        metadata["annotations"] = {k: v for k, v in annotations.items() if k not in locks}
     return {**obj, "metadata": metadata}

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import BinaryIO
 
 from app.core.inventory import node_name
+from app.core.vendor import node_locks
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
@@ -86,6 +87,8 @@ class Worker:
         self._reconcile_ledger = Ledger(settings.state_dir)
         self._status_ledger = Ledger(settings.state_dir)
         vendors = settings.vendors
+        self.locks = node_locks(vendors)  # the leader sweeps every one of them; /metrics shows their ages
+        self._lock_keys = frozenset(spec.annotation for spec in self.locks)
         self.reconciler = Reconciler(
             self._reconcile_ledger,
             Rules(settings.counted.names, vendors, settings.inflight_ttl),
@@ -126,7 +129,7 @@ class Worker:
             on_restart=restart,
         )
         self.informers = [self.nodes, *self.pods.informers, self.quotas]
-        self.metrics.registry.register(LockAges(self.nodes.items, clock))
+        self.metrics.registry.register(LockAges(self.nodes.items, clock, [s.annotation for s in self.locks]))
         self.elector = self._elector()
         self.own_node: Informer | None = None
         self.handover: Handover | None = None
@@ -196,7 +199,9 @@ class Worker:
             self.registrar.node_changed(node_name(change.obj), None if change.type == DELETED else now)
             old = change.old
             relevant |= (
-                old is None or change.type == DELETED or shapes.content(old) != shapes.content(change.obj)
+                old is None
+                or change.type == DELETED
+                or shapes.content(old, self._lock_keys) != shapes.content(change.obj, self._lock_keys)
             )
         if relevant:
             self._dirty.set()
@@ -368,7 +373,9 @@ class Worker:
             return self.status.leading_term() == term
 
         moment = datetime.fromtimestamp(self._clock(), UTC)
-        released = sweep_locks(self._kube, self.nodes.items(), moment, self.settings.nodelock_expire, leading)
+        released = sweep_locks(
+            self._kube, self.nodes.items(), moment, self.settings.nodelock_expire, leading, self.locks
+        )
         self.metrics.lock_sweeps.inc()
         if released:
             self.metrics.locks_released.inc(len(released))

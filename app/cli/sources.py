@@ -29,15 +29,14 @@ from app.core.allocation import Holding, NodeFacts
 from app.core.codec import CodecError
 from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
 from app.core.model import DeviceInfo, DeviceUse, NodeDevices
-from app.core.nodelock import BIND_PHASE, LOCK_ANNOTATION
+from app.core.nodelock import BIND_PHASE
 from app.core.reservations import reservation_from_pod
-from app.core.vendor import Vendor
+from app.core.vendor import Vendor, node_locks
 
 
 def lock_keys(vendors: Sequence[Vendor]) -> tuple[str, ...]:
-    """Every node lock the vendors take at bind (HAMi's shared `hami.io/mutex.lock`, Cambricon's own), the
-    shared one always: a pod of a vendor not enabled here may still hold it."""
-    return tuple(sorted({LOCK_ANNOTATION} | {v.lock.annotation for v in vendors if v.lock is not None}))
+    """Every node lock the vendors take at bind (`app.core.vendor.node_locks`)."""
+    return tuple(spec.annotation for spec in node_locks(vendors))
 
 
 @dataclass

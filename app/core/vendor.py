@@ -280,6 +280,16 @@ def quota_amounts(vendor: Vendor, device: ContainerDevice) -> tuple[int, int]:
     return device.usedmem, device.usedcores
 
 
+def node_locks(vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
+    """Every node lock the vendors take at bind, in annotation-key order: HAMi's shared one always (a pod
+    of a vendor not enabled here may still hold it), and each vendor's own (Cambricon's)."""
+    specs = {SHARED_LOCK.annotation: SHARED_LOCK}
+    for vendor in vendors:
+        if vendor.lock is not None:
+            specs.setdefault(vendor.lock.annotation, vendor.lock)
+    return tuple(specs[key] for key in sorted(specs))
+
+
 def locks_for(requests: PodRequests, vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
     """The node locks a pod's bind takes: one per distinct annotation among the locks of the vendors any of
     its containers asks for (init containers too, unlike HAMi: quirk #28), in annotation-key order, so two

@@ -196,16 +196,19 @@ def release_node_lock(
     raise last
 
 
-def release_abandoned_lock(kube: Kube, node: str, now: datetime, expire: timedelta) -> str:
-    """Delete `node`'s lock if nobody needs it any more (`nodelock.abandoned`: any other pod would take it
-    over now); returns why it was deleted, "" when it was kept, is gone, or changed meanwhile.
+def release_abandoned_lock(
+    kube: Kube, node: str, now: datetime, expire: timedelta, annotation: str = LOCK_ANNOTATION
+) -> str:
+    """Delete `node`'s lock `annotation` (HAMi's shared one, or a vendor's) if nobody needs it any more
+    (`nodelock.abandoned`: any other pod would take it over now); returns why it was deleted, "" when it was
+    kept, is gone, or changed meanwhile.
 
     Everything is read fresh from the API (the node, then the holder pod), and the deletion is conditional
     on the node's resourceVersion, so a lock taken or re-stamped in between is never touched.
     """
     try:
         current = objects.get_node(kube, node)
-        value = objects.annotations_of(current).get(LOCK_ANNOTATION)
+        value = objects.annotations_of(current).get(annotation)
         if value is None:
             return ""
         decision = nodelock.abandoned(value, now, expire)
@@ -214,7 +217,7 @@ def release_abandoned_lock(kube: Kube, node: str, now: datetime, expire: timedel
         if decision.verdict is not Verdict.TAKE_OVER:
             return ""
         objects.patch_node_annotations(
-            kube, node, {LOCK_ANNOTATION: None}, resource_version=objects.resource_version(current)
+            kube, node, {annotation: None}, resource_version=objects.resource_version(current)
         )
     except ApiError as exc:
         if exc.not_found or exc.conflict:

@@ -1,4 +1,4 @@
-"""`hami_worker_node_lock_age_seconds{node}` (workers/metrics.py LockAges): one sample per locked node, the
+"""`hami_worker_node_lock_age_seconds{node,lock}` (workers/metrics.py LockAges): one sample per held lock, the
 seconds since the lock's own timestamp; unlocked nodes have none; an unparsable value is as old as the
 epoch (the lock rules treat it as expired, so the alert on old locks fires for it)."""
 
@@ -33,3 +33,25 @@ def test_one_sample_per_locked_node() -> None:
     assert family.name == "hami_worker_node_lock_age_seconds" and family.type == "gauge"
     ages = {s.labels["node"]: s.value for s in family.samples}
     assert ages == {"held": 42.0, "legacy": 3600.0, "garbage": NOW}
+
+
+def test_every_lock_key_has_its_own_sample() -> None:
+    """A vendor's own lock (Cambricon's `cambricon.com/dsmlu.lock`, a bare time) beside HAMi's shared one."""
+    nodes = [
+        {
+            "metadata": {
+                "name": "mlu",
+                "annotations": {
+                    "hami.io/mutex.lock": "2026-03-01T11:59:18Z,team,train",
+                    "cambricon.com/dsmlu.lock": "2026-03-01T11:59:00Z",
+                },
+            }
+        }
+    ]
+    registry = CollectorRegistry()
+    registry.register(
+        LockAges(lambda: nodes, lambda: NOW, ["cambricon.com/dsmlu.lock", "hami.io/mutex.lock"])
+    )
+    (family,) = text_string_to_metric_families(generate_latest(registry).decode())
+    ages = {(s.labels["node"], s.labels["lock"]): s.value for s in family.samples}
+    assert ages == {("mlu", "hami.io/mutex.lock"): 42.0, ("mlu", "cambricon.com/dsmlu.lock"): 60.0}

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from app.core.decision import ASSIGNED_NODE
-from app.core.nodelock import BIND_PHASE, LOCK_ANNOTATION, PHASE_ALLOCATING, PHASE_SUCCESS, format_lock
+from app.core.nodelock import (
+    BIND_PHASE,
+    LOCK_ANNOTATION,
+    PHASE_ALLOCATING,
+    PHASE_SUCCESS,
+    format_lock,
+    format_rfc3339,
+)
+from app.core.vendor import SHARED_LOCK, LockSpec
 from app.k8s import objects
 from app.k8s.client import Kube
 from sim.testing import EmulatorHandle, node, run_emulator
@@ -149,3 +157,41 @@ def test_a_lock_taken_again_since_the_informer_saw_it_is_kept(sim: EmulatorHandl
     assert (sim.get("nodes", "node-holder-deleted") or {})["metadata"]["annotations"][
         LOCK_ANNOTATION
     ] == fresh
+
+
+DSMLU = LockSpec("cambricon.com/dsmlu.lock", owned=False, expire=timedelta(minutes=2))
+
+
+@pytest.mark.parametrize(
+    ("seconds_ago", "released"),
+    [
+        pytest.param(30.0, False, id="dsmlu-fresh-kept"),
+        pytest.param(3 * 60.0, True, id="dsmlu-past-its-own-2min-expiry-released"),
+    ],
+)
+def test_a_vendors_own_lock_is_swept_by_its_own_expiry(
+    sim: EmulatorHandle, kube: Kube, seconds_ago: float, released: bool
+) -> None:
+    """Cambricon's bare-time lock names nobody: it is abandoned once older than its own expiry (2 min,
+    shorter than HAMI_NODELOCK_EXPIRE here), beside HAMi's shared lock on the same node, which is kept."""
+    value = format_rfc3339(NOW - timedelta(seconds=seconds_ago))
+    shared = _lock(5.0, "holder-running-fresh")
+    name = "node-running-fresh"  # its shared lock's holder is running: that lock stays
+    objects.patch_node_annotations(kube, name, {DSMLU.annotation: value, LOCK_ANNOTATION: shared})
+    view = [n for n in _nodes(sim) if n["metadata"]["name"] == name]
+    swept = sweep_locks(kube, view, NOW, EXPIRE, lambda: True, (SHARED_LOCK, DSMLU))
+    annotations = (sim.get("nodes", name) or {})["metadata"]["annotations"]
+    assert annotations[LOCK_ANNOTATION] == shared
+    if released:
+        assert [n for n, _ in swept] == [name] and "legacy lock expired" in swept[0][1]
+        assert DSMLU.annotation not in annotations
+    else:
+        assert swept == [] and annotations[DSMLU.annotation] == value
+
+
+def test_without_the_vendor_spec_its_lock_is_not_touched(sim: EmulatorHandle, kube: Kube) -> None:
+    value = format_rfc3339(NOW - timedelta(hours=1))
+    objects.patch_node_annotations(kube, "node-no-lock", {DSMLU.annotation: value})
+    view = [n for n in _nodes(sim) if n["metadata"]["name"] == "node-no-lock"]
+    assert sweep_locks(kube, view, NOW, EXPIRE, lambda: True) == []
+    assert (sim.get("nodes", "node-no-lock") or {})["metadata"]["annotations"][DSMLU.annotation] == value
