@@ -94,21 +94,34 @@ REFRESH = 3.0  # seconds between reads of the pods the forgeries name
 EXAMPLES = 10
 
 
-def foreign_pod(index: int, scheduler: str, gpu: bool) -> Obj:
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1024"} if gpu else {"cpu": "100m"}
+def gpu_pod(name: str, scheduler: str = "hami-scheduler", gpu: bool = True, **metadata: Any) -> Obj:
+    """A one-container pod in `default` asking for a slice of one GPU (or, without `gpu`, for CPU only)."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1024", "nvidia.com/gpucores": "10"}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": f"forger-foreign-{index}",
-            "namespace": "default",
-            "labels": {FORGER_LABEL: "true"},
-        },
+        "metadata": {"name": name, "namespace": "default", **metadata},
         "spec": {
             "schedulerName": scheduler,
-            "containers": [{"name": "main", "image": "cuda", "resources": {"limits": limits}}],
+            "containers": [
+                {"name": "main", "image": "cuda", "resources": {"limits": limits if gpu else {"cpu": "100m"}}}
+            ],
         },
     }
+
+
+def answer_word(status: int, data: bytes) -> str:
+    """An extender answer as a word: `ok`, `refused: <its Error, names blanked>`, `404`, `HTTP n`."""
+    if status == 404:
+        return "404"
+    if status != 200:
+        return f"HTTP {status}"
+    try:
+        answer = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return "not JSON"
+    error = str(answer.get("Error") or "") if isinstance(answer, dict) else ""
+    return f"refused: {podutil.message_shape(error)}" if error else "ok"
 
 
 def binding_of(pod: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -205,7 +218,10 @@ class Forger:
         for index, (scheduler, gpu) in enumerate(FOREIGN):
             try:
                 self._foreign.append(
-                    self.kube.create(pod_path("default"), foreign_pod(index, scheduler, gpu))
+                    self.kube.create(
+                        pod_path("default"),
+                        gpu_pod(f"forger-foreign-{index}", scheduler, gpu, labels={FORGER_LABEL: "true"}),
+                    )
                 )
             except KubeError as exc:
                 logger.warning("creating a foreign pod failed: %s", exc)
@@ -346,16 +362,7 @@ class Forger:
             return "unreachable"
         except urllib3.exceptions.HTTPError:
             return "tls-refused" if pool is not self._as_scheduler else "unreachable"
-        if response.status == 404:
-            return "404"
-        if response.status != 200:
-            return f"HTTP {response.status}"
-        try:
-            answer = orjson.loads(response.data)
-        except orjson.JSONDecodeError:
-            return "not JSON"
-        error = str(answer.get("Error") or "") if isinstance(answer, dict) else ""
-        return f"refused: {podutil.message_shape(error)}" if error else "ok"
+        return answer_word(response.status, response.data)
 
     def _record(self, kind: str, verdict: str, detail: str) -> None:
         self.sent += 1

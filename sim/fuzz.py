@@ -7,8 +7,11 @@ Starts, as child processes stopped by PID at the end (sim.stack): the API emulat
 (their kubelets and device plugins), the registration worker and Gunicorn (`--workers`). Plants corrupt
 nodes, pods, lock values and quotas in the emulator (sim.fuzzplant), then sends `--requests` requests: the
 seeded bad inputs of sim.fuzzgen, interleaved with valid filter -> bind flows of real pods through the same
-(partly corrupt) nodes, while the planter keeps changing lock values and registrations. Every answer is
-judged (sim.fuzzjudge); Gunicorn worker PIDs and the registration worker are watched for crashes.
+(partly corrupt) nodes, while the planter keeps changing lock values and registrations; then
+`--hostile-rounds` of the hostile verbs (sim.fuzzhostile: valid-looking bodies naming bound, pending and
+foreign pods with missing or wrong UIDs, bodies over the per-route caps), each of which must be refused
+without changing anything or growing the workers' memory. Every answer is judged (sim.fuzzjudge);
+Gunicorn worker PIDs and the registration worker are watched for crashes.
 
 The report (JSON): requests, server_errors (HTTP 5xx), crashes (Gunicorn worker restarts, master or
 registration worker exits), internal_errors, unclear_errors, timeouts, connection_errors, examples of each
@@ -40,7 +43,9 @@ import urllib3
 
 from sim.cluster import start_cluster
 from sim.command import Command
+from sim.forger import gpu_pod
 from sim.fuzzgen import Case, Inputs
+from sim.fuzzhostile import FUZZ, Hostile, peaks
 from sim.fuzzjudge import Tally
 from sim.fuzzplant import NAMESPACE, REGISTER, Planter
 from sim.kube import Kube, KubeError, atomic_write_json, pod_path, pool_manager
@@ -136,50 +141,39 @@ class Fuzzer:
     def valid_flow(self, index: int, names: list[str]) -> None:
         """A real GPU pod through /filter (good and corrupt nodes offered) and /bind to the chosen node."""
         name = f"fuzz-ok-{index}"
-        limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1024", "nvidia.com/gpucores": "10"}
-        manifest = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": NAMESPACE,
-                "annotations": {"nvidia.com/nouse-gputype": "FUZZ"},
-            },
-            "spec": {
-                "schedulerName": "hami-scheduler",
-                "containers": [{"name": "main", "image": "cuda", "resources": {"limits": limits}}],
-            },
-        }
+        manifest = gpu_pod(name, annotations=FUZZ)
         try:
             pod = self.kube.create(pod_path(NAMESPACE), manifest)
         except KubeError as exc:
             self._note("create_failed", str(exc))
             return
         try:
-            self._filter_and_bind(pod, names)
+            self.filter_and_bind(pod, names)
         finally:
             self._remember(name)
 
-    def _filter_and_bind(self, pod: dict[str, Any], names: list[str]) -> None:
+    def filter_and_bind(self, pod: dict[str, Any], names: list[str]) -> str:
+        """The node the pod was bound to ("" when it was not), each outcome noted."""
         name = pod["metadata"]["name"]
         body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
         answer = self._answer(Case("valid-flow", "POST", "/filter", body))
         if answer is None or answer.get("Error"):
             self._note("filter_error", str(answer and answer.get("Error")))
-            return
+            return ""
         placed = answer.get("NodeNames") or []
         if not placed:
             self._note("unschedulable", orjson.dumps(answer.get("FailedNodes")).decode())
-            return
-        node = placed[0]
+            return ""
+        node = str(placed[0])
         if node not in self.good:
             self._note("placed_on_planted_node", node)
         args = {"PodName": name, "PodNamespace": NAMESPACE, "PodUID": pod["metadata"]["uid"], "Node": node}
         answer = self._answer(Case("valid-flow", "POST", "/bind", orjson.dumps(args)))
         if answer is None or answer.get("Error"):
             self._note("bind_error", str(answer and answer.get("Error")))
-            return
+            return ""
         self._note("bound")
+        return node
 
     def _remember(self, name: str) -> None:
         with self._lock:
@@ -263,6 +257,15 @@ def fuzz(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     started = time.time()
     churned = fuzzer.run(inputs, planter, random.Random(args.seed + 1))
     fuzz_seconds = time.time() - started
+    hostile = Hostile(kube, fuzzer.send, good, args.max_body_bytes)
+    hostile.setup(lambda pod: fuzzer.filter_and_bind(pod, good))
+    fuzzer.check_processes()
+    pids = set(fuzzer.worker_pids)
+    before = peaks(pids)
+    hostile.run(args.hostile_rounds)
+    after = peaks(pids)
+    fuzzer.check_processes()
+    growth = max((after[pid] - before[pid] for pid in after if pid in before), default=0)
     state_reply = stack.http.request("GET", f"{stack.service_url}/debug/state")
     state = orjson.loads(state_reply.data) if state_reply.status == 200 else {}
     gunicorn_restarts = max(0, len(fuzzer.worker_pids) - args.workers)
@@ -277,6 +280,7 @@ def fuzz(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
             },
             "valid_flows": {**dict(sorted(fuzzer.valid.items())), "examples": fuzzer.valid_examples},
             "planted": {**planter.planted, "churn": churned},
+            **hostile.summary(growth),
             "unusable_nodes": state.get("unusable", {}),
             "service_log_errors": _log_errors(stack.workdir / "service.log"),
             "worker_log_errors": _log_errors(stack.workdir / "worker.log"),
@@ -348,6 +352,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
     parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="HAMI_MAX_BODY_BYTES")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a request times out")
+    parser.add_argument(
+        "--hostile-rounds", type=int, default=10, help="rounds of the hostile verbs (sim.fuzzhostile)"
+    )
     parser.add_argument("--workdir", default="", help="keep the logs and state here (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir after the run")
     parser.set_defaults(
