@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 KINDS = ("watch-delay", "relist", "worker-restart")
 RULE_SLACK = 8  # a held-up watch or list rule fires at most this often (one per informer of the resource)
 FIRE_WAIT = 10.0  # seconds for the informers to open the held-up requests after their watches were cut
+TARGET_WAIT = 150.0  # seconds to wait for a leader or standby: a held relist can leave none Ready that long
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def agent_pattern(replica: Replica) -> str:
 
 class LongFaults:
     """Runs the plan's long faults in one thread, each when the storm's submissions reach its point; they
-    may overlap (a watch held 45 s while the worker of the other replica restarts)."""
+    may overlap (a node watch held while a worker restarts), except two lags of one resource: the second
+    waits until the first is over (a held watch is not open yet, so it could neither be cut nor expire)."""
 
     def __init__(
         self,
@@ -94,7 +96,7 @@ class LongFaults:
         self._total = total
         self._started = started
         self.records: list[Disruption] = []
-        self._until = 0.0  # monotonic time the last fault started ends
+        self._until: dict[str, float] = {}  # resource -> monotonic time its running lag ends
         self.stop = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-long-faults", daemon=True)
@@ -108,7 +110,7 @@ class LongFaults:
 
     def busy(self) -> bool:
         """Faults still to start, or one still lasting."""
-        return not self._done.is_set() or time.monotonic() < self._until
+        return not self._done.is_set() or time.monotonic() < max(self._until.values(), default=0.0)
 
     def close(self) -> None:
         self.stop.set()
@@ -131,7 +133,9 @@ class LongFaults:
     def _run(self) -> None:
         try:
             for fault in self.plan:
-                while self._submitted() < fault.at * self._total:
+                while self._submitted() < fault.at * self._total or (
+                    fault.resource and time.monotonic() < self._until.get(fault.resource, 0.0)
+                ):
                     if self.stop.wait(0.2):
                         return
                 record = Disruption(fault.kind, fault.resource, fault.target)
@@ -145,8 +149,8 @@ class LongFaults:
             self._done.set()
 
     def _target(self, which: str) -> Replica | None:
-        """The Ready replica (leader) or a running one that is not Ready (standby), waited for up to 30 s."""
-        deadline = time.monotonic() + 30.0
+        """The Ready replica (leader) or a running one that is not Ready (standby), waited for."""
+        deadline = time.monotonic() + TARGET_WAIT
         while not self.stop.is_set() and time.monotonic() < deadline:
             ready = self.replicas.ready_ones()
             if which == "leader" and len(ready) == 1:
@@ -191,7 +195,7 @@ class LongFaults:
         record.duration_s = fault.seconds if record.requests_held else 0.0
         if not record.requests_held:
             record.note = f"the worker opened no {verb} of {fault.resource} within {FIRE_WAIT:g}s"
-        self._until = max(self._until, time.monotonic() + fault.seconds)
+        self._until[fault.resource] = time.monotonic() + fault.seconds
 
     def _fired(self, rule: int) -> int:
         for found in self.hooks.faults()["rules"]:

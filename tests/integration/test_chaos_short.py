@@ -24,7 +24,7 @@ from sim.stack import pid_alive
 from sim.testing import REPO_ROOT
 
 pytestmark = pytest.mark.integration
-DEADLINE = 330.0
+DEADLINE = 420.0
 
 
 def children_alive(report_path: Path) -> list[int]:
