@@ -119,12 +119,12 @@ def choose_recreations(rng: random.Random, pods: Sequence[DemoPod], count: int) 
 
 WORKER_DOWN = 2.0  # seconds a restarted worker container stays down (the kubelet's first restart is at once)
 ROUND: tuple[tuple[str, str, str], ...] = (  # (kind, resource, target) of one round of long faults, in order
-    ("worker-restart", "", "standby"),
-    ("worker-restart", "", "leader"),  # first: a restart would end the lags below early (fresh informers)
-    ("watch-delay", "pods", "leader"),
-    ("relist", "pods", "leader"),
+    ("watch-delay", "pods", "leader"),  # first: pods created while it lags are what finding 1 lost
     ("watch-delay", "nodes", "leader"),
+    ("relist", "pods", "leader"),
     ("relist", "nodes", "standby"),
+    ("worker-restart", "", "standby"),  # after the lags (sim.stormfaults waits): fresh informers end them
+    ("worker-restart", "", "leader"),
 )
 
 

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 KINDS = ("watch-delay", "relist", "worker-restart")
 RULE_SLACK = 8  # a held-up watch or list rule fires at most this often (one per informer of the resource)
-FIRE_WAIT = 10.0  # seconds for the informers to open the held-up requests after their watches were cut
+FIRE_WAIT = 45.0  # seconds for the informers to open the held-up requests (their backoff: up to 30 s + 50 %)
 TARGET_WAIT = 150.0  # seconds to wait for a leader or standby: a held relist can leave none Ready that long
 
 
@@ -76,9 +76,9 @@ def agent_pattern(replica: Replica) -> str:
 
 
 class LongFaults:
-    """Runs the plan's long faults in one thread, each when the storm's submissions reach its point; they
-    may overlap (a node watch held while a worker restarts), except two lags of one resource: the second
-    waits until the first is over (a held watch is not open yet, so it could neither be cut nor expire)."""
+    """Runs the plan's long faults in one thread, each when the storm's submissions reach its point. Lags of
+    pods and of nodes overlap; two lags of one resource do not (a held watch is not open yet, so it could
+    be neither cut nor expired), and a worker restart waits until every lag is over."""
 
     def __init__(
         self,
@@ -133,9 +133,7 @@ class LongFaults:
     def _run(self) -> None:
         try:
             for fault in self.plan:
-                while self._submitted() < fault.at * self._total or (
-                    fault.resource and time.monotonic() < self._until.get(fault.resource, 0.0)
-                ):
+                while self._submitted() < fault.at * self._total or time.monotonic() < self._after(fault):
                     if self.stop.wait(0.2):
                         return
                 record = Disruption(fault.kind, fault.resource, fault.target)
@@ -147,6 +145,13 @@ class LongFaults:
                     record.note = f"{type(exc).__name__}: {exc}"
         finally:
             self._done.set()
+
+    def _after(self, fault: LongFault) -> float:
+        """When `fault` may start: after the lag of its resource; a worker restart after every lag (its
+        fresh informers would end them early)."""
+        if fault.resource:
+            return self._until.get(fault.resource, 0.0)
+        return max(self._until.values(), default=0.0)
 
     def _target(self, which: str) -> Replica | None:
         """The Ready replica (leader) or a running one that is not Ready (standby), waited for."""

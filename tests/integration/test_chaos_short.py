@@ -1,7 +1,8 @@
 """`python -m sim chaos` at CI size (docs/chaos.md): 150 pods, 2 replicas of 2 Gunicorn workers, 10 % API
 faults, one leader SIGKILLed, pods deleted and recreated under the same name, and one round of long faults
-on the workers (issue 11): the leader's pod and node watches held 45 s, its pod watch ended with 410 and
-the relist held 45 s, the standby's node relist held, both workers restarted — and 150 forged /filter and
+on the workers (issue 11): the leader's pod and node watches held 45 s while pods keep arriving (2 per
+second), its pod watch ended with 410 and the relist held 45 s, the standby's node relist held, then both
+workers restarted — and 150 forged /filter and
 /bind calls (sim.forger) meanwhile. The replicas run as the chart runs them: the verbs on their own server
 behind kube-scheduler's client certificate. Every actor is a real process; the verdict comes from the API
 alone. Asserts the same zeros as `make chaos`, that every long fault hit its worker, that every kind of
@@ -39,8 +40,8 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     report_path = tmp_path / "chaos-report.json"
     argv = [
         sys.executable, "-m", "sim", "chaos", "--seed", "3", "--pods", "150", "--workers", "2",
-        "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1", "--long-faults", "1", "--lag", "45",
-        "--forgeries", "150",
+        "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1", "--arrival-rate", "2",
+        "--long-faults", "1", "--lag", "45", "--forgeries", "150",
         "--report", str(report_path), "--workdir", str(tmp_path / "run"),
     ]  # fmt: skip
     chaos = start_process(argv, log_path=tmp_path / "chaos.log", cwd=REPO_ROOT)
