@@ -63,9 +63,18 @@ class Plugin(Protocol):
         """The pod is gone or finished."""
 
 
-def _pending_on(kube: Kube, node: str) -> list[Obj]:
+def _oldest_waiting(
+    kube: Kube, node: str, waits: Callable[[Obj], bool], stamp: str, numeric: bool, what: str
+) -> Obj:
+    """The pending pod on `node` this plugin serves next: among those `waits` accepts, the one with the
+    oldest `stamp` annotation (a number or an RFC3339 text); AllocateError naming `what` when none waits."""
     _, pods = kube.list("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
-    return [p for p in pods if podutil.phase(p) == "Pending" and not podutil.terminating(p)]
+    waiting = [p for p in pods if podutil.phase(p) == "Pending" and not podutil.terminating(p) and waits(p)]
+    if not waiting:
+        raise AllocateError(f"no pod waits for {what} on node {node}")
+    if numeric:
+        return min(waiting, key=lambda p: int(podutil.annotations_of(p).get(stamp, "0") or 0))
+    return min(waiting, key=lambda p: podutil.annotations_of(p).get(stamp, ""))
 
 
 class DsmluPlugin:
@@ -73,12 +82,14 @@ class DsmluPlugin:
         self.kube, self.node, self.cards = kube, node, len(part.devices)
 
     def allocate(self, requested: int) -> tuple[Obj, int | None]:
-        waiting = [
-            p for p in _pending_on(self.kube, self.node) if podutil.annotations_of(p).get(ASSIGNED) == "false"
-        ]
-        if not waiting:
-            raise AllocateError(f"no pod waits for a Cambricon MLU on node {self.node}")
-        pod = min(waiting, key=lambda p: podutil.annotations_of(p).get("hami.io/bind-time", ""))
+        pod = _oldest_waiting(
+            self.kube,
+            self.node,
+            lambda p: podutil.annotations_of(p).get(ASSIGNED) == "false",
+            "hami.io/bind-time",
+            False,
+            "a Cambricon MLU",
+        )
         profile = podutil.annotations_of(pod).get(PROFILE, "")
         parts = profile.split("_")
         if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[0]) >= self.cards:
@@ -100,15 +111,17 @@ class MthreadsPlugin:
 
     def allocate(self, requested: int) -> tuple[Obj, int | None]:
         with self._lock:
-            waiting = [
-                p
-                for p in _pending_on(self.kube, self.node)
-                if podutil.annotations_of(p).get(PREDICATE_NODE) == self.node
-                and podutil.uid(p) not in self._served
-            ]
-            if not waiting:
-                raise AllocateError(f"no pod waits for a Moore Threads GPU on node {self.node}")
-            pod = min(waiting, key=lambda p: int(podutil.annotations_of(p).get(PREDICATE_TIME, "0") or 0))
+            pod = _oldest_waiting(
+                self.kube,
+                self.node,
+                lambda p: (
+                    podutil.annotations_of(p).get(PREDICATE_NODE) == self.node
+                    and podutil.uid(p) not in self._served
+                ),
+                PREDICATE_TIME,
+                True,
+                "a Moore Threads GPU",
+            )
             indexes = podutil.annotations_of(pod).get(GPU_INDEX, "").split(",")
             if not indexes or not all(i.isdigit() and int(i) < self.gpus for i in indexes):
                 raise AllocateError(f"invalid {GPU_INDEX} {indexes!r} on node {self.node}")
@@ -130,15 +143,17 @@ class NeuronPlugin:
 
     def allocate(self, requested: int) -> tuple[Obj, int | None]:
         with self._lock:
-            waiting = [
-                p
-                for p in _pending_on(self.kube, self.node)
-                if podutil.annotations_of(p).get(NEURON_ALLOCATED) == "false"
-                and podutil.annotations_of(p).get(NEURON_NODE) == self.node
-            ]
-            if not waiting:
-                raise AllocateError(f"no pod waits for AWS Neuron devices on node {self.node}")
-            pod = min(waiting, key=lambda p: int(podutil.annotations_of(p).get(NEURON_TIME, "0") or 0))
+            pod = _oldest_waiting(
+                self.kube,
+                self.node,
+                lambda p: (
+                    podutil.annotations_of(p).get(NEURON_ALLOCATED) == "false"
+                    and podutil.annotations_of(p).get(NEURON_NODE) == self.node
+                ),
+                NEURON_TIME,
+                True,
+                "AWS Neuron devices",
+            )
             notes = podutil.annotations_of(pod)
             ids = [i for i in notes.get(NEURON_IDS, "").split(",") if i]
             limit = self.devices * self.cores if NEURON_TYPE in notes else self.devices
@@ -181,16 +196,18 @@ class KunlunPlugin:
 
     def allocate(self, requested: int) -> tuple[Obj, int | None]:
         with self._lock:
-            waiting = [
-                p
-                for p in _pending_on(self.kube, self.node)
-                if DEVICE_IDX in podutil.annotations_of(p)
-                and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
-                and podutil.uid(p) not in self._served
-            ]
-            if not waiting:
-                raise AllocateError(f"no pod waits for a Kunlunxin XPU on node {self.node}")
-            pod = min(waiting, key=lambda p: podutil.annotations_of(p).get(BIND_TIME, ""))
+            pod = _oldest_waiting(
+                self.kube,
+                self.node,
+                lambda p: (
+                    DEVICE_IDX in podutil.annotations_of(p)
+                    and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
+                    and podutil.uid(p) not in self._served
+                ),
+                BIND_TIME,
+                False,
+                "a Kunlunxin XPU",
+            )
             indexes = podutil.annotations_of(pod)[DEVICE_IDX].split(",")
             if not all(i.isdigit() and int(i) < self.cards for i in indexes):
                 raise AllocateError(f"invalid {DEVICE_IDX} {indexes!r} on node {self.node}")
@@ -213,15 +230,17 @@ class DrsPlugin:
 
     def allocate(self, requested: int) -> tuple[Obj, int | None]:
         with self._lock:
-            waiting = [
-                p
-                for p in _pending_on(self.kube, self.node)
-                if podutil.annotations_of(p).get(GCU_ASSIGNED) == "false"
-                and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
-            ]
-            if not waiting:
-                raise AllocateError(f"no pod waits for an Enflame DRS partition on node {self.node}")
-            pod = min(waiting, key=lambda p: int(podutil.annotations_of(p).get(GCU_TIME, "0") or 0))
+            pod = _oldest_waiting(
+                self.kube,
+                self.node,
+                lambda p: (
+                    podutil.annotations_of(p).get(GCU_ASSIGNED) == "false"
+                    and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
+                ),
+                GCU_TIME,
+                True,
+                "an Enflame DRS partition",
+            )
             notes = podutil.annotations_of(pod)
             try:
                 entries = json.loads(notes.get(CONTAINERS, ""))
