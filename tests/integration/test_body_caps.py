@@ -6,8 +6,8 @@ the cap was 128 MiB and the body was parsed whole. The pod runs as the chart run
 (refused before a byte is read), chunked (read through the route's cap), and, for the JSON verbs, a body
 of nested lists just under their cap (refused before it is parsed). Each answer must be the route's own
 refusal, and the peak resident memory (VmHWM) of every Gunicorn worker of the pod may grow by at most
-MAX_GROWTH across the refused bodies (a body the cap admits may add itself once). The answer times are
-reported (not asserted: tests do not time the machine).
+MAX_GROWTH across the refused bodies, less than the bomb itself (a body the cap admits may add itself
+once). The answer times are reported (not asserted: tests do not time the machine).
 """
 
 from __future__ import annotations
@@ -30,12 +30,16 @@ MIB = 1024 * 1024
 BOMB = b"[" + b"[]," * (16 * MIB // 3) + b"[]]"  # 16 MiB of nested empty lists, valid JSON
 # a chunked bomb may pass 200,000 objects and lists before it passes the cap: refused as soon as it does
 REFUSED = ("request body larger than", "more than 200000 objects and lists")
-MAX_GROWTH = 5 * MIB  # "a few MiB" for a refused body (one 64 KiB chunk at a time is read and dropped)
+# a refused body is read 64 KiB at a time and dropped, yet the peak of a worker that served several of them
+# grows by a few MiB of socket, TLS and allocator slack: 0.3-4.2 MiB here, and once 6.2 MiB on a loaded CI
+# machine, over the 5 MiB this bound was. It stays under the bomb itself, so a body held whole (16 MiB) still
+# fails, as does one parsed (the hundreds of MiB of finding 7)
+MAX_GROWTH = 12 * MIB
 # a body the cap admits (4 MiB) is held once, in one buffer, while it is counted (not parsed); the
 # server's read buffers and the allocator's slack add up to about as much again: once, on a loaded machine,
 # the peak grew by 9.7 MiB, over the 9 MiB this bound was before (a body held twice would still pass it;
 # what the test guards is that no admitted body is parsed into the hundreds of MiB a bomb costs)
-MAX_GROWTH_UNDER_CAP = 2 * 4 * MIB + MAX_GROWTH
+MAX_GROWTH_UNDER_CAP = 2 * 4 * MIB + 5 * MIB
 ROUTES = [
     ("extender", "POST", "/filter"),
     ("extender", "POST", "/bind"),
