@@ -11,8 +11,8 @@ Which families are enabled, with HAMi's semantics:
 - every other family when its section names its count resource: HAMi registers it unconditionally, but
   without that name it never matches anything. Other names a section leaves out take the chart's defaults
   (as for NVIDIA; HAMi leaves them empty).
-A family HAMi has and this scheduler does not implement yet is listed with its chart resource names, so a
-pod asking for them gets a clear answer instead of being silently passed through (`disabled_resources`).
+A family that is not enabled is listed with its chart resource names, so a pod asking for them gets a clear
+answer instead of being silently passed through (`disabled_resources`).
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ class Family:
     """One of HAMi's vendor families: a device-config.yaml section and the vendors it builds.
 
     `build` gets the section's value (None: the chart defaults) and returns one vendor per HAMi backend
-    (Ascend: one per `vnpus.configs[]` chip); None when this scheduler does not implement the family yet.
+    (Ascend: one per `vnpus.configs[]` chip).
     `resources` are the chart's resource names, used to recognise pods asking for a disabled family.
     """
 
     name: str
     section: str
-    build: Callable[[Any], tuple[Vendor, ...]] | None
+    build: Callable[[Any], tuple[Vendor, ...]]
     flag: str = ""  # HAMi's --enable-<flag> (HAMI_ENABLE_<FLAG>); "" when HAMi has none
     always: bool = False
     resources: tuple[str, ...] = ()
@@ -144,8 +144,7 @@ def build_vendors(
     """The enabled vendors for a parsed device-config.yaml (a mapping of sections), in registry order.
 
     `flags` are the `--enable-*` switches that are on (e.g. {"ascend"}); None applies the CLI's rule.
-    Raises DeviceConfigError for an invalid section, a family this scheduler does not implement yet, or two
-    vendors with one key."""
+    Raises DeviceConfigError for an invalid section, an unknown switch, or two vendors with one key."""
     sections = _sections(device_config)
     unknown = (flags or frozenset()) - FLAGS
     if unknown:
@@ -156,10 +155,6 @@ def build_vendors(
     for family in REGISTRY:
         if not enabled(family, sections, flags):
             continue
-        if family.build is None:
-            if family.flag and flags is not None:  # switched on explicitly: that is a mistake
-                raise DeviceConfigError(f"{family.name} is not supported by this scheduler yet")
-            continue  # a section of a family we do not implement: ignored, its pods get a clear Error
         vendors.extend(family.build(sections.get(family.section)))
     keys = [v.key for v in vendors]
     duplicated = sorted({k for k in keys if keys.count(k) > 1})
@@ -180,17 +175,13 @@ def _names(vendors: tuple[Vendor, ...]) -> list[str]:
 def disabled_resources(
     device_config: Mapping[str, Any] | None, flags: frozenset[str] | None = None
 ) -> dict[str, str]:
-    """Resource name -> why no vendor here serves it, for every family that is not enabled (or not
-    implemented) under this configuration: its chart default names. An enabled family whose section
+    """Resource name -> why no vendor here serves it, for every family that is not enabled under this
+    configuration: its chart default names. An enabled family whose section
     leaves one of its backends out (Metax without `resourceVCountName`, Enflame without
     `resourceNameGCU`) lists that backend's chart names too."""
     sections = _sections(device_config)
     result: dict[str, str] = {}
     for family in REGISTRY:
-        if family.build is None:
-            why = f"{family.name} devices are not supported by this scheduler yet"
-            result.update(dict.fromkeys(family.resources, why))
-            continue
         if enabled(family, sections, flags):
             served = set(_names(family.build(sections.get(family.section))))
             why = f"{family.name} is not enabled for it (device config: the {family.section!r} section)"
