@@ -4,7 +4,8 @@ Why it exists: a migration from HAMi's chart starts from the values the user ins
 names a value of HAMi's chart (`charts/hami/values.yaml` at the reference commit 4707fb02, chart 2.10.0;
 the rows were checked against the reference documents and the stored versions of that file, see
 docs/install.md) and says what it becomes here, or why nothing does. docs/install.md's table is rendered
-from `ROWS` (`python -m app.cli migrate-values --table`), and a test keeps the two equal.
+from `ROWS` (`python -m app.cli migrate-values --table`), and a test keeps the two equal. The scheduler part
+is here; the devices part is app/cli/hamidevicerows.py.
 
 A row's `to` turns the value into our values (dotted path -> value) and may raise `Unconvertible`; rows
 without `to` have no equivalent. When the value is HAMi's own default and the row says `keep`, our default
@@ -13,12 +14,14 @@ stays and the reason is reported: our chart differs there on purpose (e.g. the w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from app.cli.hamidevicerows import DEVICE_ROWS
 from app.cli.valueconv import (
-    Convert,
+    OTHER,
+    PLUGIN,
     Merged,
+    Row,
     Unconvertible,
     boolean,
     choice,
@@ -27,8 +30,6 @@ from app.cli.valueconv import (
     kube_scheduler_args,
     kube_scheduler_image,
     log_level,
-    number,
-    nvidia_name,
     optional_list,
     optional_map,
     pull_secrets,
@@ -36,9 +37,6 @@ from app.cli.valueconv import (
     same,
 )
 from app.core.adoption import name_problem
-
-SCHEDULER, DEVICES, OTHER = "scheduler", "devices", "other"
-_MISSING = object()
 
 
 def scheduler_name(value: Any, _merged: Merged) -> dict[str, Any]:
@@ -48,48 +46,8 @@ def scheduler_name(value: Any, _merged: Merged) -> dict[str, Any]:
     return {"schedulerName": value, "adoptSchedulerNames": [value]}
 
 
-def device_config(value: Any, _merged: Merged) -> dict[str, Any]:
-    if value in (None, ""):
-        return {}
-    if not isinstance(value, str):
-        raise Unconvertible("expected the device-config.yaml text")
-    return {"deviceConfig.content": value}
-
-
-@dataclass(frozen=True)
-class Row:
-    hami: str  # a value of HAMi's chart (dotted); a trailing `*` matches every value whose path starts so
-    ours: str  # what it becomes here ("—": nothing)
-    note: str
-    part: str = SCHEDULER
-    to: Convert | None = None
-    hami_default: Any = _MISSING
-    keep: str = ""  # set: HAMi's default is not carried over, ours stays, for this reason
-
-    def matches(self, path: str) -> bool:
-        if self.hami.endswith("*"):
-            return path.startswith(self.hami[:-1])
-        return path == self.hami
-
-
-_NOT_YET = "no equivalent yet: this vendor is not scheduled here (docs/vendors.md)"
-
-
-def _vendor(section: str) -> str:
-    return (
-        f"not converted: HAMi's chart always renders this vendor; here set `devices.{section}.enabled` "
-        f"and its `devices.{section}.resource*Name` (docs/install.md, enabling device vendors)"
-    )
-
-
-_NAMES = (
-    "not converted: `managedResources` follow the vendor's resource names here (HAMi's `customresources` "
-    "list them again)"
-)
-_PLUGIN = "unchanged: HAMi's device plugin and its DaemonSet stay in HAMi's release"
-
-ROWS: tuple[Row, ...] = (
-    # --- scheduler part --------------------------------------------------------------------------------
+_SCHEDULER_ROWS: tuple[Row, ...] = (
+    # --- scheduler part (the devices part: app/cli/hamidevicerows.py) ------------------------------------
     Row(
         "schedulerName",
         "`schedulerName`, `adoptSchedulerNames`",
@@ -317,193 +275,10 @@ ROWS: tuple[Row, ...] = (
         "—",
         "the `NODE_SELECTOR_*` variables it sets are read by no HAMi code",
     ),
-    Row("global.gpuHookPath", "—", _PLUGIN, part=OTHER),
+    Row("global.gpuHookPath", "—", PLUGIN, part=OTHER),
     Row("nameOverride", "—", "names HAMi's objects; ours are named after our release"),
     Row("fullnameOverride", "—", "names HAMi's objects; ours are named after our release"),
     Row("namespaceOverride", "—", "our objects live in the release namespace"),
     Row("podSecurityPolicy.enabled", "—", "PodSecurityPolicy is gone since Kubernetes 1.25"),
-    # --- devices part ----------------------------------------------------------------------------------
-    Row(
-        "resourceName",
-        "`deviceConfig.nvidia.resourceCountName`",
-        "and `kubeScheduler.managedResources`",
-        DEVICES,
-        nvidia_name("resourceCountName"),
-    ),
-    Row(
-        "resourceMem",
-        "`deviceConfig.nvidia.resourceMemoryName`",
-        "and `kubeScheduler.managedResources`",
-        DEVICES,
-        nvidia_name("resourceMemoryName"),
-    ),
-    Row(
-        "resourceMemPercentage",
-        "`deviceConfig.nvidia.resourceMemoryPercentageName`",
-        "and `kubeScheduler.managedResources`",
-        DEVICES,
-        nvidia_name("resourceMemoryPercentageName"),
-    ),
-    Row(
-        "resourceCores",
-        "`deviceConfig.nvidia.resourceCoreName`",
-        "and `kubeScheduler.managedResources`",
-        DEVICES,
-        nvidia_name("resourceCoreName"),
-    ),
-    Row(
-        "resourcePriority",
-        "`deviceConfig.nvidia.resourcePriorityName`",
-        "and `kubeScheduler.managedResources`",
-        DEVICES,
-        nvidia_name("resourcePriorityName"),
-    ),
-    Row(
-        "scheduler.overwriteEnv",
-        "`deviceConfig.nvidia.overwriteEnv`",
-        "a string in HAMi's values, a boolean here",
-        DEVICES,
-        boolean("deviceConfig.nvidia.overwriteEnv"),
-    ),
-    Row(
-        "devicePlugin.deviceSplitCount",
-        "`deviceConfig.nvidia.deviceSplitCount`",
-        "also stays in HAMi's release: the device plugin reads it there",
-        DEVICES,
-        integer("deviceConfig.nvidia.deviceSplitCount", 1),
-    ),
-    Row(
-        "devicePlugin.deviceMemoryScaling",
-        "`deviceConfig.nvidia.deviceMemoryScaling`",
-        "also stays in HAMi's release: the device plugin reads it there",
-        DEVICES,
-        number("deviceConfig.nvidia.deviceMemoryScaling"),
-    ),
-    Row(
-        "devicePlugin.deviceCoreScaling",
-        "`deviceConfig.nvidia.deviceCoreScaling`",
-        "also stays in HAMi's release: the device plugin reads it there",
-        DEVICES,
-        number("deviceConfig.nvidia.deviceCoreScaling"),
-    ),
-    Row(
-        "devicePlugin.runtimeClassName",
-        "`deviceConfig.nvidia.runtimeClassName`",
-        "the webhook sets it on GPU pods without one",
-        DEVICES,
-        same("deviceConfig.nvidia.runtimeClassName"),
-    ),
-    Row(
-        "devices.nvidia.gpuCorePolicy",
-        "`deviceConfig.nvidia.gpuCorePolicy`",
-        "",
-        DEVICES,
-        choice("deviceConfig.nvidia.gpuCorePolicy", "default", "force", "disable"),
-    ),
-    Row(
-        "devices.nvidia.libCudaLogLevel",
-        "`deviceConfig.nvidia.libCudaLogLevel`",
-        "",
-        DEVICES,
-        integer("deviceConfig.nvidia.libCudaLogLevel"),
-    ),
-    Row(
-        "device-config.content",
-        "`deviceConfig.content`",
-        "the whole device-config.yaml, as HAMi's; its nvidia names also go to "
-        "`kubeScheduler.managedResources`",
-        DEVICES,
-        device_config,
-    ),
-    Row("mluResource*", "`devices.cambricon.*`", _vendor("cambricon"), DEVICES),
-    Row("dcuResource*", "`devices.hygon.*`", _vendor("hygon"), DEVICES),
-    Row(
-        "devices.ascend.enabled",
-        "`devices.ascend.enabled`",
-        "HAMi's `--enable-ascend` (→ `HAMI_ENABLE_ASCEND`); the chips: `devices.ascend.configs`",
-        DEVICES,
-        boolean("devices.ascend.enabled"),
-    ),
-    Row(
-        "devices.ascend.hamiVnpuCore",
-        "`devices.ascend.hamiVnpuCore`",
-        "soft split (hami-core) unless a node's `hami-vnpu-core` annotation says otherwise",
-        DEVICES,
-        boolean("devices.ascend.hamiVnpuCore"),
-    ),
-    Row(
-        "devices.ascend.*",
-        "`devices.ascend.configs`",
-        "not converted: managed resources follow the chips (`devices.ascend.configs`, HAMi's chart chips "
-        "when empty), a runtime class is per chip (`configs[].runtimeClassName`); the Ascend device plugin "
-        "stays as it is",
-        DEVICES,
-    ),
-    Row(
-        "devices.mthreads.enabled",
-        "`devices.mthreads.enabled`",
-        "its device-config section and `mthreads.com/vgpu` in `managedResources`",
-        DEVICES,
-        boolean("devices.mthreads.enabled"),
-    ),
-    Row("devices.awsneuron.*", "`devices.awsneuron.*`", _vendor("awsneuron"), DEVICES),
-    Row("devices.amd.*", "`devices.amd.*`", _vendor("amd"), DEVICES),
-    Row(
-        "devices.vastai.enabled",
-        "`devices.vastai.enabled`",
-        "its device-config section and `vastaitech.com/va` in `managedResources`",
-        DEVICES,
-        boolean("devices.vastai.enabled"),
-    ),
-    Row(
-        "devices.biren.enabled",
-        "`devices.biren.enabled`",
-        "its device-config section and `birentech.com/gpu` in `managedResources`",
-        DEVICES,
-        boolean("devices.biren.enabled"),
-    ),
-    Row("devices.mthreads.*", "`devices.mthreads.resource*Name`", _NAMES, DEVICES),
-    Row("devices.vastai.*", "`devices.vastai.resourceCountName`", _NAMES, DEVICES),
-    Row("devices.biren.*", "`devices.biren.resourceCountName`", _NAMES, DEVICES),
-    Row("metaxResource*", "`devices.metax.*`", _vendor("metax"), DEVICES),
-    Row(
-        "metaxsGPUTopologyAware",
-        "`devices.metax.sgpuTopologyAware`",
-        "exclusive sGPU pods prefer one MetaLink zone (a pod's `metax-tech.com/sgpu-topology-aware` wins)",
-        DEVICES,
-        boolean("devices.metax.sgpuTopologyAware"),
-    ),
-    Row("kunlunResourceName", "`devices.kunlun.*`", _vendor("kunlun"), DEVICES),
-    Row(
-        "devices.kunlun.enabled",
-        "`devices.kunlun.enabled`",
-        "its device-config section and the XPU and vXPU names in `managedResources`",
-        DEVICES,
-        boolean("devices.kunlun.enabled"),
-    ),
-    Row(
-        "devices.enflame.enabled",
-        "`devices.enflame.enabled`",
-        "its device-config section and the GCU and DRS names in `managedResources`",
-        DEVICES,
-        boolean("devices.enflame.enabled"),
-    ),
-    Row(
-        "devices.iluvatar.enabled",
-        "`devices.iluvatar.enabled`",
-        "HAMi's `--enable-iluvatar` (→ `HAMI_ENABLE_ILUVATAR`); the chips: `devices.iluvatar.configs`",
-        DEVICES,
-        boolean("devices.iluvatar.enabled"),
-    ),
-    Row("devices.kunlun.*", "`devices.kunlun.resource*Name`", _NAMES, DEVICES),
-    Row("devices.enflame.*", "`devices.enflame.resourceName*`", _NAMES, DEVICES),
-    Row(
-        "devices.iluvatar.*",
-        "`devices.iluvatar.configs`",
-        "not converted: managed resources follow the chips (`devices.iluvatar.configs`, HAMi's four chart "
-        "chips when empty)",
-        DEVICES,
-    ),
-    Row("devices.*", "—", _NOT_YET, DEVICES),
-    Row("devicePlugin.*", "—", _PLUGIN, OTHER),
 )
+ROWS: tuple[Row, ...] = (*_SCHEDULER_ROWS, *DEVICE_ROWS)

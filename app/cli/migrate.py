@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from app.cli.common import CliError, load_document
-from app.cli.hamivalues import ROWS, Row
-from app.cli.valueconv import Unconvertible, get_path
+from app.cli.hamivalues import ROWS
+from app.cli.valueconv import Row, Unconvertible, get_path
 
 NVIDIA_KEYS = (
     "resourceCountName",

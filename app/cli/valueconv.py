@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from app.core.policy import BINPACK, MUTEX, NUMA, SPREAD, TOPOLOGY, policy_names
@@ -22,6 +23,27 @@ class Unconvertible(ValueError):
 
 Merged = Mapping[str, Any]
 Convert = Callable[[Any, Merged], dict[str, Any]]
+SCHEDULER, DEVICES, OTHER = "scheduler", "devices", "other"  # the parts of HAMi's values a row belongs to
+PLUGIN = "unchanged: HAMi's device plugin and its DaemonSet stay in HAMi's release"
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One value of HAMi's chart and what it becomes here (app/cli/hamivalues.py)."""
+
+    hami: str  # a value of HAMi's chart (dotted); a trailing `*` matches every value whose path starts so
+    ours: str  # what it becomes here ("—": nothing)
+    note: str
+    part: str = SCHEDULER
+    to: Convert | None = None
+    hami_default: Any = _MISSING
+    keep: str = ""  # set: HAMi's default is not carried over, ours stays, for this reason
+
+    def matches(self, path: str) -> bool:
+        if self.hami.endswith("*"):
+            return path.startswith(self.hami[:-1])
+        return path == self.hami
 
 
 def get_path(values: Mapping[str, Any], path: str) -> Any:
