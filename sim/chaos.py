@@ -42,6 +42,7 @@ from sim.chaosplan import Plan, make_plan
 from sim.command import Command
 from sim.forger import Forger
 from sim.kube import Kube, KubeError, atomic_write_json
+from sim.ledgerwatch import LedgerWatch
 from sim.observe import Journal, Observer
 from sim.pki import ChartPki
 from sim.replicas import Election, Replicas
@@ -61,6 +62,7 @@ VERDICT_ZEROS = (
     "oversubscribed_max_during_run",
     "leaked_locks",
     "cache_rebuild_mismatches",
+    "ledger_dropped_rows",
     "forged_accepted",
 )
 
@@ -167,6 +169,7 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
         hooks.add_fault(**rule)
     run = Storm(plan, replicas, stack.kube, hooks, restart_delay=args.restart_delay)
     observer = Observer(hooks, replicas, SELECTOR).start()
+    ledger_watch = LedgerWatch(replicas, lambda: hooks.list("pods", label_selector=SELECTOR)).start()
     forger = Forger(
         replicas, hooks, stack.kube, SELECTOR, seed=args.seed, count=args.forgeries, rate=args.forge_rate
     ).start()
@@ -192,6 +195,7 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
         forger.close()
         run.close()
         observer.stop()
+        ledger_watch.stop()
         journal.stop()
         journal_kube.close()
     storm_seconds = time.monotonic() - began
@@ -206,7 +210,7 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
     return {
         "hooks": hooks,
         "storm": {**run.summary(), **forger.summary()},
-        "observer": observer.summary(),
+        "observer": {**observer.summary(), **ledger_watch.summary()},
         "faults": fault_report,
         "storm_seconds": round(storm_seconds, 2),
     }
@@ -382,6 +386,7 @@ SUMMARY_KEYS = (
     "oversubscribed_devices",
     "leaked_locks",
     "cache_rebuild_mismatches",
+    "ledger_dropped_rows",
     "faults_injected",
     "leader_failovers",
     "failover_max_s",

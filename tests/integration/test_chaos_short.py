@@ -70,6 +70,8 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     assert report["oversubscription_samples"] > 0
     assert report["leaked_locks"] == 0, failed
     assert report["cache_rebuild_mismatches"] == 0 and report["ledger_orphan_rows"] == []
+    # mid-run: the leader's ledger never dropped the row of a pod still holding its devices (finding 1)
+    assert report["ledger_dropped_rows"] == 0 and report["ledger_samples"] > 0, report["ledger_dropped_first"]
     assert report["faults_injected"] > 0
     assert report["leader_kills"] == 1 and report["leader_failovers"] >= 1
     assert report["failover_max_s"] is not None
