@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,41 @@ from sim.chaoscheck import ledger_check, locks, outcomes, oversubscription, util
 from sim.cluster import start_cluster
 from sim.harness import create_pod
 from sim.kube import Kube, KubeError, atomic_write_json
-from sim.realcluster import kill_replica, replica_suffix
+from sim.ledgerwatch import LedgerWatch
+from sim.realcluster import kill_replica, ready_replicas, replica_suffix
 from sim.stack import DemoFailure, Stack
 from sim.workload import DEMO_LABEL, demo_pods
 
 SELECTOR = f"{DEMO_LABEL}=true"
 INFLIGHT_TTL = 60.0
 CONTAINER_BACKOFF = 10.0  # kubelet's first back-off before restarting an exited container
-VERDICT_ZEROS = ("pods_lost", "oversubscribed_devices", "leaked_locks", "cache_rebuild_mismatches")
+VERDICT_ZEROS = (
+    "pods_lost",
+    "oversubscribed_devices",
+    "leaked_locks",
+    "cache_rebuild_mismatches",
+    "ledger_dropped_rows",
+)
+
+
+@dataclass(frozen=True)
+class Replica:
+    name: str
+    state_dir: Path
+
+
+class ReadyReplicas:
+    """The replicas whose /readyz is 200, with their ledgers: what sim.ledgerwatch samples."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+
+    def ready_ones(self) -> list[Replica]:
+        folder = self.stack.workdir
+        return [
+            Replica(f"hami-scheduler-{i}", folder / f"state{replica_suffix(i)}")
+            for i in ready_replicas(self.stack)
+        ]
 
 
 def leader(stack: Stack) -> int | None:
@@ -196,6 +224,11 @@ def storm(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     pods, denied = demo_pods(args.pods, args.seed), {}
     disruptor = Disruptor(stack, args)
     plan = disruptor.plan(len(pods))
+    assert stack.control_plane is not None
+    watch_kube = Kube.from_kubeconfig(stack.control_plane.kubeconfig, pool_size=2)
+    watch = LedgerWatch(
+        ReadyReplicas(stack), lambda: watch_kube.list("/api/v1/pods", labelSelector=SELECTOR)[1]
+    ).start()
     began = time.monotonic()
     try:
         for index, demo in enumerate(pods):
@@ -217,7 +250,10 @@ def storm(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
             time.sleep(0.5)
     finally:
         disruptor.close()
+        watch.stop()
+        watch_kube.close()
     return {
+        **watch.summary(),
         "expected": [d.key for d in pods if d.key not in denied],
         "pods_webhook_denied": len(denied),
         "disruptions": disruptor.log,

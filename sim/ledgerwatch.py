@@ -121,8 +121,8 @@ class LedgerWatch:
         while not self._stop.wait(self.every):
             try:
                 self.sample()
-            except Exception:  # a failed sample is a missed sample, not a failed run
-                logger.exception("ledger sample failed")
+            except Exception as exc:  # a missed sample (the API server restarting, say), not a failed run
+                logger.warning("ledger sample failed: %s", exc)
                 self._previous = None
 
     def summary(self) -> dict[str, Any]:

@@ -53,6 +53,7 @@ def test_short_chaos_run_on_the_real_control_plane_loses_nothing(
     assert report["pods_bound"] + report["pods_unschedulable"] == report["pods_total"]
     assert report["pods_lost"] == 0 and report["oversubscribed_devices"] == 0 and report["leaked_locks"] == 0
     assert report["cache_rebuild_mismatches"] == 0 and report["ledger_orphan_rows"] == []
+    assert report["ledger_dropped_rows"] == 0 and report["ledger_samples"] > 0, report["ledger_dropped_first"]
     actions = [d["action"] for d in report["disruptions"]]
     assert actions == ["kill-leader", "restart-etcd", "restart-apiserver"]
     assert report["leader_failovers"] == 1
