@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,20 +133,30 @@ def admit(http: urllib3.PoolManager, url: str, pod: Mapping[str, Any]) -> tuple[
     return result, ""
 
 
+WEBHOOK_ATTEMPTS = 3  # a pod's controller retries a creation whose webhook call failed; so does the harness
+
+
 def create_pod(stack: Stack, pod: Mapping[str, Any]) -> str:
-    """Create `pod` through admission (see the module docstring); returns the denial, "" when created."""
+    """Create `pod` through admission (see the module docstring); returns the denial, "" when created.
+    A creation the API server refused because calling the webhook failed (5xx) is retried, as a controller
+    would."""
     assert stack.control_plane is not None and stack.kube is not None
     namespace = pod["metadata"]["namespace"]
-    if stack.control_plane.admits_pods():
+    if not stack.control_plane.admits_pods():
+        manifest, reason = admit(stack.http, stack.service_url, pod)
+        if manifest is None:
+            return reason
+        stack.kube.create(pod_path(namespace), manifest)
+        return ""
+    attempt = 1
+    while True:
         try:
             stack.kube.create(pod_path(namespace), dict(pod))
+            return ""
         except KubeError as exc:
             if 400 <= exc.status < 500 and "admission webhook" in exc.message:
                 return exc.message
-            raise
-        return ""
-    manifest, reason = admit(stack.http, stack.service_url, pod)
-    if manifest is None:
-        return reason
-    stack.kube.create(pod_path(namespace), manifest)
-    return ""
+            if exc.status < 500 or "failed calling webhook" not in exc.message or attempt == WEBHOOK_ATTEMPTS:
+                raise
+        attempt += 1
+        time.sleep(1.0)  # the API server could not call the webhook (its timeout on a loaded machine)
