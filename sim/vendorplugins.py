@@ -77,6 +77,16 @@ def _oldest_waiting(
     return min(waiting, key=lambda p: podutil.annotations_of(p).get(stamp, ""))
 
 
+def _not_allocated(flag: str, node_key: str, node: str) -> Callable[[Obj], bool]:
+    """Accepts a pod whose `flag` annotation still says "false" and whose `node_key` names `node`."""
+
+    def waits(pod: Obj) -> bool:
+        notes = podutil.annotations_of(pod)
+        return notes.get(flag) == "false" and notes.get(node_key) == node
+
+    return waits
+
+
 class DsmluPlugin:
     def __init__(self, kube: Kube, node: str, part: VendorPart) -> None:
         self.kube, self.node, self.cards = kube, node, len(part.devices)
@@ -146,10 +156,7 @@ class NeuronPlugin:
             pod = _oldest_waiting(
                 self.kube,
                 self.node,
-                lambda p: (
-                    podutil.annotations_of(p).get(NEURON_ALLOCATED) == "false"
-                    and podutil.annotations_of(p).get(NEURON_NODE) == self.node
-                ),
+                _not_allocated(NEURON_ALLOCATED, NEURON_NODE, self.node),
                 NEURON_TIME,
                 True,
                 "AWS Neuron devices",
@@ -233,10 +240,7 @@ class DrsPlugin:
             pod = _oldest_waiting(
                 self.kube,
                 self.node,
-                lambda p: (
-                    podutil.annotations_of(p).get(GCU_ASSIGNED) == "false"
-                    and podutil.annotations_of(p).get(ASSIGNED_NODE) == self.node
-                ),
+                _not_allocated(GCU_ASSIGNED, ASSIGNED_NODE, self.node),
                 GCU_TIME,
                 True,
                 "an Enflame DRS partition",
