@@ -48,7 +48,7 @@ from datetime import timedelta
 from typing import Any
 
 from app.context import Context
-from app.core import adoption, mig, nodelock, pods
+from app.core import adoption, nodelock, podkeys, pods
 from app.core.codec import CodecError
 from app.core.decision import ASSIGNED_NODE, binding_success_event
 from app.core.model import DeviceUse
@@ -213,8 +213,9 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
 
 
 def _allocation(pod: Mapping[str, Any], context: Context) -> dict[str, str]:
-    """The annotations that make up the pod's allocation (its node, devices and MIG slices)."""
-    keys = {ASSIGNED_NODE, mig.ANNOTATION, *(v.allocated_annotation for v in context.settings.vendors)}
+    """The annotations that make up the pod's allocation: every declared allocation key (its node, each
+    vendor's lists and the keys its device plugin allocates from, MIG slices; app.core.podkeys)."""
+    keys = podkeys.allocation_keys(context.settings.vendors)
     return {k: v for k, v in pods.annotations_of(pod).items() if k in keys}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from app.core import podkeys
 from app.core.inventory import CORDON_ANNOTATION
 from app.core.nodelock import LOCK_ANNOTATION
 from app.core.vendor import Vendor, node_locks
@@ -55,7 +56,7 @@ def _init_statuses(raw: Any) -> list[dict[str, Any]]:
 
 def pod_shape(vendors: Iterable[Vendor]) -> Shape:
     vendors = tuple(vendors)
-    allocated = {v.allocated_annotation for v in vendors if v.allocated_annotation}
+    allocated = set(podkeys.declared(vendors))  # every key a vendor writes, by its declaration
     allocated |= {key for v in vendors for key in v.reads.pod_annotations}
 
     def shape(pod: Mapping[str, Any]) -> dict[str, Any]:

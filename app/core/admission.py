@@ -9,13 +9,16 @@ rule → each vendor's `mutate_container` on every init then regular container o
 `AdmissionError`) → our request validation (400 on `InvalidRequest`) → privileged (403) → schedulerName,
 then nodeName (403) → quota (403) → allowed with the JSON Patch (original → mutated).
 
-Differences from HAMi (docs/webhook.md): annotations only the scheduler and the device plugin may write
-(`hami.io/vgpu-*`, `hami.io/bind-*`, each vendor's allocation keys) are removed on CREATE whatever the
-pod's scheduler (HAMi #3041: a foreign-scheduler pod could carry a forged allocation the device plugin
-honours), and on UPDATE a change to them is denied unless the user is trusted; UPDATE mutates nothing
-else. A bound pod's allocation (its `hami.io/vgpu-node`, allocation annotations and MIG placements) is
-immutable for everyone, trusted users included (issue 11): its devices were handed to the running
-containers, so no write, forged or buggy, may make the capacity look free. A device resource value the
+Differences from HAMi (docs/webhook.md): the pod annotations only the scheduler and the device plugins may
+write — every key a vendor declares by role (`Vendor.pod_keys`), the core's own and anything under
+`hami.io/vgpu-` / `hami.io/bind-` (app.core.podkeys) — are removed on CREATE whatever the pod's scheduler
+(HAMi #3041: a foreign-scheduler pod could carry a forged allocation the device plugin honours), and on
+UPDATE a change to any of them is denied unless the user is trusted; UPDATE mutates nothing else. A bound
+pod's allocation keys (its `hami.io/vgpu-node`, every vendor's allocation lists and the keys its device
+plugin allocates from, e.g. `AWS_NEURON_IDS`) change, for everyone, trusted users included (issue 11),
+only as their declaration allows the device plugin (emptying HAMi's to-allocate list, MIG runtime
+identity): its devices were handed to the running containers, so no write, forged or buggy, may make the
+capacity look free or name other devices. A device resource value the
 filter would refuse (e.g. `nvidia.com/gpumem: 16Gi`) is denied with code 400 instead of admitted as a
 non-GPU pod (quirk #5).
 
@@ -33,8 +36,7 @@ from typing import Any
 
 import jsonpatch
 
-from app.core import mig, pods
-from app.core.decision import ASSIGNED_NODE
+from app.core import podkeys, pods
 from app.core.model import QuotaView
 from app.core.pods import PodError
 from app.core.quota import admission_fits
@@ -51,7 +53,6 @@ from app.core.review import (
 from app.core.vendor import AdmissionError, InvalidRequest, Vendor
 
 DEFAULT_SCHEDULER = "default-scheduler"
-SCHEDULER_OWNED_PREFIXES = ("hami.io/vgpu-", "hami.io/bind-")
 NO_CONTENT = "there is no content to decode"  # controller-runtime's decoder, for an absent object
 SKIPPED = "pod already has different scheduler assigned"
 
@@ -76,17 +77,9 @@ class AdmissionSettings:
 
 
 def scheduler_owned(key: str, vendors: Sequence[Vendor]) -> bool:
-    """Is this pod annotation written only by the scheduler or the device plugin?"""
-    if key.startswith(SCHEDULER_OWNED_PREFIXES):
-        return True
-    return any(key and key in (v.allocated_annotation, v.to_allocate_annotation) for v in vendors)
-
-
-def scheduler_written(key: str, vendors: Sequence[Vendor]) -> bool:
-    """Is this pod annotation one that only the scheduler sets at filter time (or the device plugin after
-    it)? A new pod carrying one had it forged: it is removed on CREATE (vendors' runtime annotations such
-    as Cambricon's `CAMBRICON_DSMLU_PROFILE` are read by their device plugins)."""
-    return scheduler_owned(key, vendors) or any(key in v.pod_annotation_keys for v in vendors)
+    """Is this pod annotation written only by the scheduler or a device plugin (a key some vendor or the
+    core declares, app.core.podkeys, or one under `hami.io/vgpu-` / `hami.io/bind-`)?"""
+    return podkeys.owned(key, podkeys.declared(vendors))
 
 
 def admit(
@@ -176,7 +169,8 @@ def _create(
     # Before the skip rule: a pod naming another scheduler must not keep a forged allocation (HAMi #3041).
     base = copy.deepcopy(original)
     annotations = (base.get("metadata") or {}).get("annotations") or {}
-    stripped = tuple(key for key in annotations if scheduler_written(key, vendors))
+    keys = podkeys.declared(vendors)
+    stripped = tuple(key for key in annotations if podkeys.owned(key, keys))
     for key in stripped:
         del annotations[key]
 
@@ -261,52 +255,35 @@ def _decide(
 def _update(
     request: AdmissionInput, settings: AdmissionSettings, vendors: Sequence[Vendor]
 ) -> AdmissionOutcome:
-    """Only the annotation rule: HAMi's webhook is CREATE-only, so nothing else is checked or mutated."""
+    """Only the annotation rule (app.core.podkeys): HAMi's webhook is CREATE-only, so nothing else is
+    checked or mutated. Untrusted users change no declared key; on a bound pod nobody changes an allocation
+    key beyond what its declaration allows (the device plugin's own writes)."""
     try:
-        new = _owned(request.pod, "request.object", vendors)
-        old = _owned(request.old_pod, "request.oldObject", vendors)
+        new = _annotations(_object(request.pod, "request.object"), "request.object")
+        old = _annotations(_object(request.old_pod, "request.oldObject"), "request.oldObject")
     except PodError as exc:
         return errored(400, str(exc))
-    changed = sorted(key for key in new.keys() | old.keys() if new.get(key) != old.get(key))
+    keys = podkeys.declared(vendors)
+    who = request.username or "(unknown user)"
+    changed = podkeys.changed(old, new, keys)
     if changed and request.username not in settings.trusted_users:
-        user = request.username or "(unknown user)"
-        return denied(f"{user} may not change scheduler-owned annotations: {', '.join(changed)}")
-    moved = _reallocated(old, new, request.old_pod, vendors)
-    if moved:
-        who = request.username or "(unknown user)"
-        return denied(f"the allocation of a bound pod is immutable: {who} may not change {', '.join(moved)}")
+        return denied(f"{who} may not change scheduler-owned annotations: {', '.join(changed)}")
+    spec = request.old_pod.get("spec") if isinstance(request.old_pod, dict) else None
+    if isinstance(spec, dict) and spec.get("nodeName"):
+        moved = podkeys.reallocated(old, new, keys)
+        if moved:
+            return denied(
+                f"the allocation of a bound pod is immutable: {who} may not change {', '.join(moved)}"
+            )
     return allowed()
 
 
-def _placements(annotations: Mapping[str, str]) -> set[tuple[object, ...]]:
-    """The MIG slices an allocation names, without the runtime identity the device plugin adds to them."""
-    entries = mig.pod_allocations(annotations)
-    return {(e.container_index, e.device_index, e.gpu_uuid, e.profile, e.placement) for e in entries}
-
-
-def _reallocated(
-    old: Mapping[str, str], new: Mapping[str, str], old_pod: object, vendors: Sequence[Vendor]
-) -> list[str]:
-    """The allocation keys an UPDATE of a bound pod would change, whoever asks (issue 11): the device
-    plugin handed those devices to the running containers, so its node, device allocation and MIG
-    placements stay what the pod was bound with (the device plugin's own writes — bind-phase, the
-    to-allocate list, MIG runtime identity — are not among them)."""
-    spec = old_pod.get("spec") if isinstance(old_pod, dict) else None
-    if not isinstance(spec, dict) or not spec.get("nodeName"):
-        return []
-    keys = {ASSIGNED_NODE, *(v.allocated_annotation for v in vendors)}
-    moved = sorted(key for key in keys if old.get(key) != new.get(key))
-    if old.get(mig.ANNOTATION) != new.get(mig.ANNOTATION) and _placements(old) != _placements(new):
-        moved.append(mig.ANNOTATION)
-    return moved
-
-
-def _owned(obj: object, path: str, vendors: Sequence[Vendor]) -> dict[str, str]:
+def _object(obj: object, path: str) -> dict[str, Any]:
     if obj is None:
         raise PodError(f"{path}: {NO_CONTENT}")
     if not isinstance(obj, dict):
         raise PodError(f"{path} must be a Pod object, got {type(obj).__name__}")
-    return {k: v for k, v in _annotations(obj, path).items() if scheduler_owned(k, vendors)}
+    return obj
 
 
 __all__ = [

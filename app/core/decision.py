@@ -128,7 +128,7 @@ def stale_annotations(
     return [
         key
         for vendor in vendors
-        for key in vendor.pod_annotation_keys
+        for key in (declared.name for declared in vendor.pod_keys)
         if key in pod_annotations and key not in written
     ]
 

@@ -193,6 +193,19 @@ def pod_allocations(annotations: Mapping[str, str]) -> tuple[MigAllocation, ...]
         return ()
 
 
+def same_placements(old: str | None, new: str | None) -> bool:
+    """Do two values of the annotation name the same slices? The device plugin adds each slice's runtime
+    identity to the pod's allocations; the placements themselves never change (`PodKey.amend`)."""
+    if old == new:
+        return True
+
+    def placements(value: str | None) -> set[tuple[object, ...]]:
+        entries = pod_allocations({ANNOTATION: value or ""})
+        return {(e.container_index, e.device_index, e.gpu_uuid, e.profile, e.placement) for e in entries}
+
+    return placements(old) == placements(new)
+
+
 def attach(uses: Mapping[str, DeviceUse], entries: Sequence[MigAllocation]) -> dict[str, DeviceUse]:
     """One pod's device uses with its MIG slices: on each GPU it holds, its slices and, when it has any
     there, its slots as `mig_slots`; slices on GPUs it does not hold come as uses of their own."""

@@ -15,8 +15,11 @@ everything HAMi's 13 vendors do differently fits one of these hooks without a sp
 - usage: `add_usage` (the working copy), `usage_tags` (what later Fits may need to know about the pods on a
   device, kept in the ledger: HAMi's PodInfos);
 - node score: `score_node` (Ascend network topology, Metax topology), added to HAMi's base node score;
-- filter annotations: `pod_annotations` with pod and node context (`AnnotationContext`) and the keys it may
-  write (`pod_annotation_keys`, removed when a re-filtered pod no longer gets them);
+- filter annotations: `pod_annotations` with pod and node context (`AnnotationContext`), and `pod_keys`: every
+  pod key it writes, by role (`PodKey`: the allocation the device plugin reads, the flags the plugin flips,
+  informational). The vendor is the single source of truth for its keys: the webhook's stripping and
+  protection, the stale-key cleanup of a re-filtered pod, the informers' pod shape and `inspect` all derive
+  from these declarations (app.core.podkeys); the core keeps no vendor key list;
 - webhook: `mutate_container`; quota: `resources` and `memory_factor`;
 - node lock: `lock` (HAMi's shared `hami.io/mutex.lock`, Cambricon's own key, or none). Bind takes every
   distinct lock the pod's vendors name and releases all of them on any failure.
@@ -120,6 +123,43 @@ class LockSpec:
 
 SHARED_LOCK = LockSpec()
 
+# The roles of a pod key a vendor writes (`PodKey.role`).
+ALLOCATION = "allocation"  # the device plugin hands out devices from it: immutable once the pod is bound
+FLAG = "flag"  # the device plugin flips it after the bind (e.g. `NEURON_ALLOCATED: "false"` -> "true")
+INFO = "info"  # informational (times): nobody allocates from it
+ROLES = (ALLOCATION, FLAG, INFO)
+
+
+def unchanged(old: str | None, new: str | None) -> bool:
+    """The default `PodKey.amend`: no change at all."""
+    return old == new
+
+
+@dataclass(frozen=True, slots=True)
+class PodKey:
+    """One pod annotation a vendor writes at filter time, and who may change it afterwards.
+
+    Only the webhook's trusted users (the scheduler's and the device plugins' service accounts) may change
+    a declared key, on any pod; nobody else may add, change or remove one, and a new pod carrying one had
+    it forged (removed at admission). Once the pod is bound:
+    - an `ALLOCATION` key changes only as `amend(old, new)` allows, for trusted users too: by default not
+      at all; a key the plugin works through (HAMi's to-allocate list it empties container by container,
+      MIG runtime identity, Enflame's per-container `allocated` marks) declares the relation that allows
+      exactly the plugin's own writes and nothing that names other devices;
+    - a `FLAG` or `INFO` key may be changed by trusted users.
+    `plugin` names the device plugin that writes the key after the bind ("" when only the scheduler
+    writes it): the trusted users must include its service account (docs/install.md lists them).
+    """
+
+    name: str
+    role: str = ALLOCATION
+    plugin: str = ""
+    amend: Callable[[str | None, str | None], bool] = field(default=unchanged, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"pod key {self.name}: unknown role {self.role!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class FitContext:
@@ -206,9 +246,10 @@ class Vendor(Protocol):
         """The node lock this vendor's pods take at bind, None when they take none."""
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        """Every pod annotation `pod_annotations` may write (a re-filtered pod loses the ones not rewritten;
-        the webhook strips them from new pods: only the scheduler may set them)."""
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        """Every pod annotation `pod_annotations` may write, and `allocated_annotation` and
+        `to_allocate_annotation` when the vendor has them, by role (a re-filtered pod loses the ones not
+        rewritten; the webhook strips them from new pods and protects them on UPDATE: `PodKey`)."""
 
     @property
     def scores_nodes(self) -> bool:

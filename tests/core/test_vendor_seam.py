@@ -15,7 +15,7 @@ import pytest
 from core_builders import NVIDIA, context, gpu, node, pod
 
 from app.core import health
-from app.core.admission import scheduler_written
+from app.core.admission import scheduler_owned
 from app.core.codec import CodecError
 from app.core.decision import allocation_annotations, decide, stale_annotations
 from app.core.health import Health, Reported
@@ -30,6 +30,7 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
+    PodKey,
     ResourceNames,
     ScoreContext,
     Vendor,
@@ -64,7 +65,7 @@ class ToyVendor(VendorDefaults):
     handshake_annotation = ""
     source = f"capacity {CAPACITY}"
     lock = LockSpec("example.com/toy.lock", owned=False)
-    pod_annotation_keys = (ALLOCATED, PROFILE)
+    pod_keys = (PodKey(ALLOCATED), PodKey(PROFILE))
     scores_nodes = True
 
     def registered(self, node: NodeView) -> bool:
@@ -223,5 +224,5 @@ def test_annotations_get_pod_and_node_context_and_stale_keys_go() -> None:
         "n1", {"NVIDIA": ((ContainerDevice("G", "NVIDIA", 1, 1),),)}, VENDORS, 5
     )
     assert stale_annotations(earlier, nvidia_only, VENDORS) == ["hami.io/vgpu-mig-allocations", PROFILE]
-    assert scheduler_written(PROFILE, VENDORS) and not scheduler_written("other", VENDORS)
-    assert not scheduler_written("", VENDORS)  # vendors without a to-allocate key name none
+    assert scheduler_owned(PROFILE, VENDORS) and not scheduler_owned("other", VENDORS)
+    assert not scheduler_owned("", VENDORS)  # vendors without a to-allocate key name none

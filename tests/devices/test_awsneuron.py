@@ -392,7 +392,7 @@ def test_annotations_accumulate_over_containers() -> None:
 
 def test_no_annotations_without_devices() -> None:
     assert AWS.pod_annotations(((),), ctx(pod(res()))) == {}
-    keys = set(AWS.pod_annotation_keys)
+    keys = {key.name for key in AWS.pod_keys}
     assert keys == {
         ALLOCATED,
         "AWS_NEURON_IDS",

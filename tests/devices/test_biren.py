@@ -165,7 +165,7 @@ def test_pod_annotations_byte_exact() -> None:
         ALLOCATED: "b-0,Biren,0,0:;;",
     }
     assert BIREN.pod_annotations(((),), AnnotationContext("n1")) == {}
-    assert set(BIREN.pod_annotation_keys) == {TO_ALLOCATE, ALLOCATED}
+    assert {key.name for key in BIREN.pod_keys} == {TO_ALLOCATE, ALLOCATED}
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,14 @@ from app.core import codec
 from app.core import reasons as r
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    ALLOCATION,
+    INFO,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     NodeView,
+    PodKey,
     Reads,
     ResourceNames,
     ScoreContext,
@@ -32,6 +35,7 @@ from app.devices.ascend import fit as ascend_fit
 from app.devices.ascend.config import Chip, parse_ascend_config
 from app.devices.common import requests, template
 from app.devices.common.base import device_lists
+from app.devices.common.podkeys import hami_lists
 from app.devices.common.registered import Keys, Registered, register_devices
 
 PREDICATE_TIME = "predicate-time"
@@ -73,12 +77,12 @@ class Ascend(Registered):
         return Reads(node_annotations=(NODE_HAMI_CORE,))
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        plugin = "Huawei's Ascend device plugin"
         return (
-            self.to_allocate_annotation,
-            self.allocated_annotation,
-            self.runtime_annotation,
-            PREDICATE_TIME,
+            *hami_lists(self.to_allocate_annotation, self.allocated_annotation, plugin),
+            PodKey(self.runtime_annotation, ALLOCATION),  # the chip's vNPU allocation the plugin reads
+            PodKey(PREDICATE_TIME, INFO),
         )
 
     @property

@@ -35,6 +35,9 @@ from app.core import codec, health, pods, quantity
 from app.core.health import Health, Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    ALLOCATION,
+    FLAG,
+    INFO,
     AdmissionError,
     AnnotationContext,
     Discovery,
@@ -42,6 +45,7 @@ from app.core.vendor import (
     FitOutcome,
     InvalidRequest,
     NodeView,
+    PodKey,
     Reads,
     ResourceNames,
 )
@@ -147,8 +151,15 @@ class AwsNeuron(VendorDefaults):
         return None
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (ALLOCATED, IDS, ALLOC_TIME, RESOURCE_TYPE, ALLOCATED_FLAG, PREDICATE_NODE)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return (
+            PodKey(ALLOCATED, ALLOCATION),
+            PodKey(IDS, ALLOCATION),  # the device or core ids the plugin hands out
+            PodKey(RESOURCE_TYPE, ALLOCATION),  # whether those ids are devices or cores
+            PodKey(PREDICATE_NODE, ALLOCATION),  # the node whose plugin serves the pod
+            PodKey(ALLOCATED_FLAG, FLAG, plugin="AWS's Neuron device plugin (scheduler extension)"),
+            PodKey(ALLOC_TIME, INFO),
+        )
 
     def registered(self, node: NodeView) -> bool:
         value = node.capacity.get(self.config.resource_count_name)

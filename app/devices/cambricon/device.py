@@ -22,17 +22,21 @@ from typing import Any
 
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    ALLOCATION,
+    FLAG,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     LockSpec,
     NodeView,
+    PodKey,
 )
 from app.devices.common import requests, template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import CapacityDevices
 from app.devices.common.config import SectionNames, parse_names
+from app.devices.common.podkeys import hami_lists
 
 VENDOR = "MLU"
 MEMORY_FACTOR = 256  # one vmemory unit is 256 MiB
@@ -84,8 +88,13 @@ class Cambricon(CapacityDevices):
         return LOCK
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED, ASSIGNED, PROFILE)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        plugin = "Cambricon's dsmlu device plugin"
+        return (
+            *hami_lists(TO_ALLOCATE, ALLOCATED, plugin),
+            PodKey(PROFILE, ALLOCATION),  # <card>_<cores>_<memory units>: what the plugin carves
+            PodKey(ASSIGNED, FLAG, plugin=plugin),
+        )
 
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices` (§2.3): `vcore / 100` cards, `vmemory x 256 x 100 / vcore` MiB each."""

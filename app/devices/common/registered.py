@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Protocol
 from app.core import codec, health
 from app.core.health import Health, Reported
 from app.core.model import DeviceInfo
-from app.core.vendor import SHARED_LOCK, LockSpec, NodeView, ResourceNames
+from app.core.vendor import SHARED_LOCK, LockSpec, NodeView, PodKey, ResourceNames
 from app.devices.common.base import VendorDefaults
 from app.devices.common.nodes import allocatable_count
+from app.devices.common.podkeys import hami_lists
 
 
 class RegisterKeys(Protocol):
@@ -113,8 +114,8 @@ class Registered(VendorDefaults):
         return SHARED_LOCK
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (self.keys.to_allocate, self.keys.allocated)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return hami_lists(self.keys.to_allocate, self.keys.allocated, f"the {self.key} device plugin")
 
     def registered(self, node: NodeView) -> bool:
         return self.keys.register in node.annotations

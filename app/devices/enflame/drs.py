@@ -20,6 +20,7 @@ Differences (docs/compatibility.md):
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +33,16 @@ from app.core.health import Health, Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.policy import MUTEX, policy_contains
 from app.core.vendor import (
+    ALLOCATION,
+    FLAG,
+    INFO,
     AdmissionError,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     NodeView,
+    PodKey,
     Reads,
     ResourceNames,
 )
@@ -59,6 +64,28 @@ REQUEST_SIZE = "enflame.com/gcu-request-size"
 CONTAINERS = "assigned-containers"
 USE_UUID, NOUSE_UUID = "enflame.com/use-gpuuuid", "enflame.com/nouse-gpuuuid"
 INT32_MAX = 2**31 - 1
+MARK = "allocated"  # the per-container mark in `assigned-containers` the DRS plugin turns true
+
+
+def marks_only(old: str | None, new: str | None) -> bool:
+    """The DRS plugin's write to `assigned-containers` (`PodKey.amend`): per container only the `allocated`
+    mark may change; the containers, their slice requests and profiles stay what the filter wrote."""
+    if old == new:
+        return True
+    try:
+        before, after = json.loads(old or "null"), json.loads(new or "null")
+    except ValueError:
+        return False
+    if not isinstance(before, dict) or not isinstance(after, dict) or before.keys() != after.keys():
+        return False
+    for name, entry in before.items():
+        if not isinstance(entry, dict) or not isinstance(after[name], dict):
+            return False
+        if {k: v for k, v in entry.items() if k != MARK} != {
+            k: v for k, v in after[name].items() if k != MARK
+        }:
+            return False
+    return True
 
 
 def _names(pod: Mapping[str, Any]) -> list[str]:
@@ -108,16 +135,17 @@ class EnflameDrs(VendorDefaults):
         return None
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        plugin = "Enflame's DRS device plugin"
         return (
-            ALLOCATED,
-            ASSIGNED,
-            ASSIGNED_TIME,
-            ASSIGNED_INDEX,
-            ASSIGNED_ID,
-            ASSIGNED_MINOR,
-            REQUEST_SIZE,
-            CONTAINERS,
+            PodKey(ALLOCATED, ALLOCATION),
+            PodKey(ASSIGNED_INDEX, ALLOCATION),  # the GCU the partition is carved from
+            PodKey(ASSIGNED_ID, ALLOCATION),
+            PodKey(ASSIGNED_MINOR, ALLOCATION),
+            PodKey(REQUEST_SIZE, ALLOCATION),
+            PodKey(CONTAINERS, ALLOCATION, plugin=plugin, amend=marks_only),
+            PodKey(ASSIGNED, FLAG, plugin=plugin),
+            PodKey(ASSIGNED_TIME, INFO),
         )
 
     def registered(self, node: NodeView) -> bool:

@@ -26,11 +26,13 @@ from app.core.vendor import (
     FitContext,
     FitOutcome,
     NodeView,
+    PodKey,
 )
 from app.devices.common import template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import WholeCards
 from app.devices.common.nodes import capacity_count
+from app.devices.common.podkeys import hami_lists
 from app.devices.enflame.config import EnflameConfig
 
 VENDOR = "GCU"
@@ -60,8 +62,8 @@ class EnflameGcu(WholeCards):
         return TO_ALLOCATE
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return hami_lists(TO_ALLOCATE, ALLOCATED, "Enflame's GCU device plugin")
 
     def discover(self, node: NodeView) -> Discovery:
         return self.cards(node, word="GCU", count=1, devmem=TOKEN, devcore=TOKEN)

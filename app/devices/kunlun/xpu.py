@@ -23,11 +23,13 @@ from typing import Any
 from app.core import reasons as r
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    ALLOCATION,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     NodeView,
+    PodKey,
     ScoreContext,
 )
 from app.devices.common.base import device_lists
@@ -85,8 +87,11 @@ class KunlunXpu(WholeCards):
         return ""
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (ALLOCATED, DEVICE_IDX)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return (
+            PodKey(ALLOCATED, ALLOCATION),
+            PodKey(DEVICE_IDX, ALLOCATION),  # the card indexes Kunlunxin's XPU plugin hands out
+        )
 
     @property
     def scores_nodes(self) -> bool:

@@ -31,6 +31,7 @@ from app.core.vendor import (
     FitContext,
     FitOutcome,
     NodeView,
+    PodKey,
     Reads,
     ScoreContext,
 )
@@ -38,6 +39,7 @@ from app.devices.common import template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import WholeCards
 from app.devices.common.nodes import capacity_count
+from app.devices.common.podkeys import hami_lists
 from app.devices.metax.config import MetaxConfig
 
 VENDOR = "Metax-GPU"
@@ -114,8 +116,8 @@ class MetaxGpu(WholeCards):
         return Reads(node_annotations=(LOSSES, SCORES), capacity=(self.count_resource,))
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return hami_lists(TO_ALLOCATE, ALLOCATED, "Metax's gpu-device plugin")
 
     @property
     def scores_nodes(self) -> bool:

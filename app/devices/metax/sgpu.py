@@ -27,6 +27,8 @@ from app.core import codec, health, quantity
 from app.core.health import Health, Reported
 from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    ALLOCATION,
+    INFO,
     AdmissionError,
     AnnotationContext,
     Discovery,
@@ -34,12 +36,14 @@ from app.core.vendor import (
     FitOutcome,
     InvalidRequest,
     NodeView,
+    PodKey,
     Reads,
     ResourceNames,
     ScoreContext,
 )
 from app.devices.common import requests
 from app.devices.common.base import device_lists
+from app.devices.common.podkeys import hami_lists
 from app.devices.common.registered import Keys, Registered
 from app.devices.metax import sgpu_fit
 from app.devices.metax.config import MetaxConfig
@@ -134,8 +138,12 @@ class MetaxSgpu(Registered):
         return Reads(node_annotations=(REGISTER,), pod_annotations=(APP_CLASS, QOS_POLICY))
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (TO_ALLOCATE, ALLOCATED, METAX_ALLOCATED, PREDICATE_TIME)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return (
+            *hami_lists(TO_ALLOCATE, ALLOCATED, "Metax's sgpu device plugin"),
+            PodKey(METAX_ALLOCATED, ALLOCATION),  # the sGPUs Metax's plugin hands out
+            PodKey(PREDICATE_TIME, INFO),
+        )
 
     @property
     def scores_nodes(self) -> bool:

@@ -20,17 +20,21 @@ from typing import Any
 from app.core import quantity
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    ALLOCATION,
+    INFO,
     AdmissionError,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
     NodeView,
+    PodKey,
 )
 from app.devices.common import requests, template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import CapacityDevices
 from app.devices.common.config import SectionNames, parse_names
+from app.devices.common.podkeys import hami_lists
 
 VENDOR = "Mthreads"
 CORES_PER_GPU = 16
@@ -108,8 +112,14 @@ class Mthreads(CapacityDevices):
         return None
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (ALLOCATED, GPU_INDEX, PREDICATE_NODE, PREDICATE_TIME)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        return (
+            # HAMi registers the to-allocate key but never writes it (§3.7 #1): declared, so never forged
+            *hami_lists(TO_ALLOCATE, ALLOCATED, "Moore Threads' device plugin"),
+            PodKey(GPU_INDEX, ALLOCATION),  # the GPU indexes the plugin hands out
+            PodKey(PREDICATE_NODE, ALLOCATION),  # the node whose plugin serves the pod
+            PodKey(PREDICATE_TIME, INFO),
+        )
 
     def discover(self, node: NodeView) -> Discovery:
         """HAMi `GetNodeDevices` (§2.7): `cores / 16` GPUs, `memory x 512 x 16 / cores` MiB each."""

@@ -21,6 +21,7 @@ from app.core.model import (
     PodSingleDevice,
 )
 from app.core.vendor import (
+    ALLOCATION,
     SHARED_LOCK,
     AddUsageError,
     AnnotationContext,
@@ -29,12 +30,14 @@ from app.core.vendor import (
     FitOutcome,
     LockSpec,
     NodeView,
+    PodKey,
     Reads,
     ResourceNames,
     ScoreContext,
 )
 from app.devices.batch import Classified, DeviceColumns
 from app.devices.common.nodes import allocatable_count
+from app.devices.common.podkeys import hami_lists
 from app.devices.nvidia import admission, batch, fit, keys, mig, requests
 from app.devices.nvidia.config import NvidiaConfig
 
@@ -91,8 +94,13 @@ class Nvidia:
         return SHARED_LOCK
 
     @property
-    def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (keys.TO_ALLOCATE, keys.ALLOCATED, keys.MIG_ALLOCATIONS)
+    def pod_keys(self) -> tuple[PodKey, ...]:
+        plugin = "HAMi's NVIDIA device plugin"
+        return (
+            *hami_lists(keys.TO_ALLOCATE, keys.ALLOCATED, plugin),
+            # the plugin adds each slice's runtime identity; the placements stay (app.core.mig)
+            PodKey(keys.MIG_ALLOCATIONS, ALLOCATION, plugin=plugin, amend=core_mig.same_placements),
+        )
 
     @property
     def scores_nodes(self) -> bool:
