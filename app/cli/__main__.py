@@ -1,5 +1,5 @@
-"""`hami-scheduler inspect|explain|admit|migrate-values ...` (also `python -m app.cli ...`): parse, run one
-command, print.
+"""`hami-scheduler inspect|explain|admit|migrate-values|keys ...` (also `python -m app.cli ...`): parse,
+run one command, print.
 
 Every problem with the arguments or the input is one line on stderr and exit status 2, never a traceback.
 """
@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.cli import admit, explain, inspect, migrate
+from app.cli import admit, explain, inspect, keytable, migrate
 from app.cli.common import CliError
 
 PROG = "hami-scheduler"
@@ -47,6 +47,11 @@ COMMANDS = {
     "explain": (explain, "where would this pod go, and why not elsewhere?", explain.EXAMPLE),
     "admit": (admit, "what would the admission webhook do to this pod?", admit.EXAMPLE),
     "migrate-values": (migrate, "our chart's values for HAMi's chart values", MIGRATE_EXAMPLE),
+    "keys": (
+        keytable,
+        "the pod annotations each vendor writes, by role, and who may change them",
+        keytable.EXAMPLE,
+    ),
 }
 
 

@@ -10,7 +10,8 @@ The first two decode nodes and pods with the same core functions the scheduler u
 (`app.core.inventory.decode_node`, `app.core.reservations.reservation_from_pod`, for every vendor), so
 the view shows the allocations the scheduler counts. Pods of any scheduler that carry an allocation count,
 as they do for the ledger's adoption (their schedulerName is shown). A pod whose allocation does not
-decode is left out and named in `problems`.
+decode is left out and named in `problems`, and so is a pod carrying keys a device plugin allocates from
+(as its vendor declares them, `app.core.podkeys.unaccounted`) without the allocated list that is counted.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.cli.common import CliError, load_cluster
-from app.core import pods
+from app.core import podkeys, pods
 from app.core.allocation import Holding, NodeFacts
 from app.core.codec import CodecError
 from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
@@ -67,6 +68,10 @@ def from_objects(
             devices, unusable = None, str(exc)
         loaded.nodes.append(NodeFacts(name, devices, unusable, cordoned, locks))
     for pod in pod_list:
+        stray = podkeys.unaccounted(pods.annotations_of(pod), vendors)
+        if stray:
+            named = ", ".join(stray)
+            loaded.problems.append(f"pod {_who(pod)}: {named} name devices no allocated list counts")
         try:
             reservation = reservation_from_pod(pod, vendors)
         except (CodecError, pods.PodError) as exc:

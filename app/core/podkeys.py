@@ -90,15 +90,12 @@ def reallocated(old: Mapping[str, str], new: Mapping[str, str], keys: Mapping[st
     ]
 
 
-def disagreements(
-    annotations: Mapping[str, str], expected: Mapping[str, str], vendors: Sequence[Vendor]
-) -> list[str]:
-    """The allocation keys a pod carries that do not say what its decoded allocation says: `expected` are
-    the annotations the vendors write for that allocation (their `pod_annotations`). A device plugin hands
-    out what the key names, so a disagreement means devices in use that nobody counted."""
-    keys = {key.name: key for vendor in vendors for key in vendor.pod_keys if key.role == ALLOCATION}
-    return sorted(
-        name
-        for name, key in keys.items()
-        if name in expected and not key.amend(expected[name], annotations.get(name))
-    )
+def unaccounted(annotations: Mapping[str, str], vendors: Sequence[Vendor]) -> list[str]:
+    """The allocation keys a pod carries for a vendor whose allocated list — the one the ledger counts —
+    it does not carry: a device plugin would hand out what they name while nobody counts it (a forged key
+    that got past the webhook, e.g. while it failed open). The filter always writes the list with them."""
+    found = []
+    for vendor in vendors:
+        if vendor.allocated_annotation and vendor.allocated_annotation not in annotations:
+            found += [k.name for k in vendor.pod_keys if k.role == ALLOCATION and k.name in annotations]
+    return sorted(set(found))

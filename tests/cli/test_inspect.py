@@ -261,3 +261,31 @@ def test_unreachable_replica_is_one_line() -> None:
     result = inspect("--url", "http://127.0.0.1:9")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert result.stderr.startswith("hami-scheduler inspect: error: http://127.0.0.1:9/debug/state?all=true:")
+
+
+def test_a_plugin_key_without_its_counted_list_is_a_problem() -> None:
+    """Issue 19: `AWS_NEURON_IDS` (or any key a plugin allocates from, as its vendor declares it) on a pod
+    without `hami.io/aws-neuron-devices-allocated` names devices nobody counts: inspect says so."""
+    from app.cli.sources import from_objects
+    from app.devices.awsneuron import AwsNeuron
+
+    stray = {
+        "metadata": {
+            "name": "stray",
+            "namespace": "team-a",
+            "uid": "u",
+            "annotations": {"AWS_NEURON_IDS": "0,1"},
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+    }
+    counted = {
+        "metadata": {
+            "name": "ok",
+            "namespace": "team-a",
+            "uid": "v",
+            "annotations": {"hami.io/vgpu-node": "n1"},
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+    }
+    loaded = from_objects([], [stray, counted], [AwsNeuron()])
+    assert loaded.problems == ["pod team-a/stray: AWS_NEURON_IDS name devices no allocated list counts"]

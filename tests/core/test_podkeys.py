@@ -193,3 +193,18 @@ def test_every_written_key_is_declared_and_protected(scenario: MixedScenario) ->
         changed = update(written, {**written, name: value + "9"}, TRUSTED, "n1")
         assert changed.allowed is (keys[name].role != ALLOCATION), (name, changed.message)
     assert update(written, dict(written), "alice", "n1").allowed  # no change: nothing to deny
+
+
+@EXAMPLES
+@given(scenarios(max_nodes=2))
+def test_a_decisions_keys_are_accounted_and_a_stray_one_is_not(scenario: MixedScenario) -> None:
+    """What `inspect` checks on every pod: a key a plugin allocates from comes with the allocated list the
+    ledger counts; without that list it is named."""
+    written = _written(scenario)
+    assert podkeys.unaccounted(written, VENDORS) == []
+    for vendor in VENDORS:
+        listed = vendor.allocated_annotation
+        if listed in written:
+            rest = {k: v for k, v in written.items() if k != listed}
+            own = {k.name for k in vendor.pod_keys if k.role == "allocation"} - {listed}
+            assert podkeys.unaccounted(rest, VENDORS) == sorted(own & set(rest)), vendor.key

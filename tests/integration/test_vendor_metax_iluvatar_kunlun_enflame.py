@@ -98,3 +98,47 @@ def test_metax_iluvatar_kunlun_enflame_are_scheduled_and_allocated(
     live = assert_rebuild_equals_live(cluster, service, VENDORS, placed)
     tags = {e.name: e.uses for e in live if e.name in ("sgpu", "nv-sgpu")}
     assert [u.tags for u in tags["sgpu"].values()] == [("qos=best-effort",)]  # kept in the ledger
+
+
+PLUGIN_SA = "system:serviceaccount:kube-system:hami-device-plugin"
+FORGERIES = [
+    # (id, pod, key, forged value, user, allowed): UPDATEs of the bound pods above, through /webhook
+    ("kunlun-index-by-anyone", "xpu", "BAIDU_COM_DEVICE_IDX", "0,1,2,3", "mallory", False),
+    ("kunlun-index-by-plugin", "xpu", "BAIDU_COM_DEVICE_IDX", "0,1,2,3", PLUGIN_SA, False),
+    ("drs-index-by-anyone", "drs", "enflame.com/gcu-assigned-index", "1", "mallory", False),
+    ("drs-flag-by-anyone", "drs", "enflame.com/gcu-assigned", "false", "mallory", False),
+    ("drs-flag-by-plugin", "drs", "enflame.com/gcu-assigned", "false", PLUGIN_SA, True),
+    ("sgpu-devices-by-anyone", "sgpu", "metax-tech.com/gpu-devices-allocated", "[]", "mallory", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value", "user", "allowed"), [f[1:] for f in FORGERIES], ids=[f[0] for f in FORGERIES]
+)
+def test_the_keys_plugins_allocate_from_are_protected(
+    service: Any, cluster: Any, name: str, key: str, value: str, user: str, allowed: bool
+) -> None:
+    """Issue 19, finding 1, through the running webhook: the keys Kunlunxin's, Enflame's and Metax's own
+    plugins allocate from cannot be rewritten on UPDATE (before, only `hami.io/*` keys were protected);
+    the plugin keeps its flag. Runs after the scheduling test above bound these pods."""
+    old = cluster.pod(name)
+    assert old["spec"].get("nodeName") and key in old["metadata"]["annotations"], "bound by the test above"
+    new = {
+        **old,
+        "metadata": {**old["metadata"], "annotations": {**old["metadata"]["annotations"], key: value}},
+    }
+    request = {
+        "uid": f"update-{name}",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "default",
+        "operation": "UPDATE",
+        "userInfo": {"username": user},
+        "object": new,
+        "oldObject": old,
+    }
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    response = service.post_json("/webhook", body).json()["response"]
+    assert response["allowed"] is allowed, response["status"]
+    if not allowed:
+        assert response["status"]["code"] == 403 and key in response["status"]["message"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from app.core import codec, health, quantity
 from app.core import reasons as r
@@ -89,6 +89,7 @@ def compute_units(device: DeviceUsage, percent: int, memreq: int) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Amd(NamedResources, Registered):
+    PLUGIN: ClassVar[str] = "AMD's device plugin (HAMi protocol)"
     config: AmdConfig = field(default_factory=AmdConfig)
 
     @property

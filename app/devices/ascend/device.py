@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from app.core import codec
 from app.core import reasons as r
@@ -45,6 +45,7 @@ INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class Ascend(Registered):
+    PLUGIN: ClassVar[str] = "Huawei's Ascend device plugin"
     chip: Chip = field(default_factory=lambda: Chip("Ascend910B3"))
     hami_vnpu_core: bool = False  # vnpus.hamiVnpuCore: soft split supported unless a node says otherwise
 
@@ -78,9 +79,8 @@ class Ascend(Registered):
 
     @property
     def pod_keys(self) -> tuple[PodKey, ...]:
-        plugin = "Huawei's Ascend device plugin"
         return (
-            *hami_lists(self.to_allocate_annotation, self.allocated_annotation, plugin),
+            *hami_lists(self.to_allocate_annotation, self.allocated_annotation, self.PLUGIN),
             PodKey(self.runtime_annotation, ALLOCATION),  # the chip's vNPU allocation the plugin reads
             PodKey(PREDICATE_TIME, INFO),
         )

@@ -43,6 +43,7 @@ def parse_biren_config(value: Any) -> BirenConfig:
 
 @dataclass(frozen=True, slots=True)
 class Biren(CountOnly):
+    PLUGIN: ClassVar[str] = "Biren's device plugin (HAMi protocol)"
     KEYS: ClassVar[CountOnlyKeys] = KEYS
     config: BirenConfig = field(default_factory=BirenConfig)
 

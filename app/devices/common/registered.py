@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from app.core import codec, health
 from app.core.health import Health, Reported
@@ -79,6 +79,7 @@ def register_devices(
 
 class Registered(VendorDefaults):
     __slots__ = ()
+    PLUGIN: ClassVar[str] = ""  # the device plugin that works through the to-allocate list (docs)
 
     @property
     def keys(self) -> RegisterKeys:
@@ -115,7 +116,7 @@ class Registered(VendorDefaults):
 
     @property
     def pod_keys(self) -> tuple[PodKey, ...]:
-        return hami_lists(self.keys.to_allocate, self.keys.allocated, f"the {self.key} device plugin")
+        return hami_lists(self.keys.to_allocate, self.keys.allocated, self.PLUGIN)
 
     def registered(self, node: NodeView) -> bool:
         return self.keys.register in node.annotations

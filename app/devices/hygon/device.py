@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
@@ -64,6 +64,7 @@ RULES = template.Rules(VENDOR, USE_UUID, NOUSE_UUID, type_check=_type_check)
 
 @dataclass(frozen=True, slots=True)
 class Hygon(NamedResources, Registered):
+    PLUGIN: ClassVar[str] = "HAMi's DCU device plugin"
     config: HygonConfig = field(default_factory=HygonConfig)
 
     @property

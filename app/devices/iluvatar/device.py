@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from app.core import quantity
 from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
@@ -40,6 +40,7 @@ INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 
 @dataclass(frozen=True, slots=True)
 class Iluvatar(NamedResources, Registered):
+    PLUGIN: ClassVar[str] = "HAMi's Iluvatar device plugin"
     config: IluvatarChip = field(default_factory=lambda: CHART_CHIPS[2])
 
     @property

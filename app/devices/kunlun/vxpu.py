@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from app.core import quantity
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
@@ -62,6 +62,7 @@ def fits_vxpu(device: DeviceUsage, request: DeviceRequest) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class KunlunVxpu(Registered):
+    PLUGIN: ClassVar[str] = "HAMi's Kunlunxin vXPU device plugin"
     config: KunlunConfig = field(default_factory=KunlunConfig)
 
     @property

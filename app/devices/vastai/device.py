@@ -75,6 +75,7 @@ def best_combination(
 
 @dataclass(frozen=True, slots=True)
 class Vastai(CountOnly):
+    PLUGIN: ClassVar[str] = "Vastai's device plugin (HAMi protocol)"
     KEYS: ClassVar[CountOnlyKeys] = KEYS
     config: VastaiConfig = field(default_factory=VastaiConfig)
 
