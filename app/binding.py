@@ -1,6 +1,9 @@
 """The Bind use case: node lock -> re-check -> bind-phase `allocating` -> pods/binding (reference §5.1).
 
 Invariants owned here:
+- A bind never overtakes the filter's allocation write: while this replica's write of the pod is pending
+  (the deferred write, app/allocwrite.py) it waits, bounded by HAMI_BIND_WRITE_WAIT, and a write still
+  pending then fails the bind and forgets the reservation.
 - Only our own pods, as the API shows them, and only pods this bind may still land (issue 11): the request
   must carry the pod's UID (kube-scheduler always sends it; HAMi never checks it) and the pod must have
   that UID, name our scheduler, and be neither terminating nor bound. A pod already bound to the requested
@@ -60,7 +63,7 @@ from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
 from app.k8s.nodelock import Held, LockContention, NodeUnreadable, lock_all, release_all
-from app.state.ledger import BOUND, CONFIRMED, Entry
+from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry
 from app.state.podentry import entry_for
 
 BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
@@ -77,6 +80,7 @@ INVALID_REQUEST = "invalid-request"
 NOT_FILTERED = "not-filtered-here"
 NODE_LOOKUP = "node-lookup"
 RECHECK = "recheck-failed"
+WRITE_PENDING = "write-pending"
 LOCK_CONTENDED = "lock-contention"
 LOCK_ERROR = "lock-error"
 PATCH_FAILED = "patch-failed"
@@ -156,6 +160,32 @@ def _lock(
                 raise _Failed(str(exc), LOCK_CONTENDED) from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
+
+
+WRITE_POLL_FIRST, WRITE_POLL_MAX = 0.002, 0.05  # seconds between looks at a pending write's row
+
+
+def _await_write(context: Context, ref: PodRef, outcome: BindOutcome) -> None:
+    """Wait, bounded by HAMI_BIND_WRITE_WAIT, while this replica's allocation write of the pod is pending
+    (its ledger row `assumed`: /filter answered before the write, app/allocwrite.py). The row then says how
+    it went: `confirmed` (the annotations are on the pod: bind on), or gone (the write failed, or this
+    replica never filtered the pod: the pod as the API shows it decides below). Still pending at the bound:
+    the bind fails and forgets the reservation; the pod is filtered again."""
+    entry = context.ledger.get(ref.uid)
+    if entry is None or entry.state != ASSUMED:
+        return
+    mark = time.monotonic()
+    deadline, delay = mark + context.settings.bind_write_wait, WRITE_POLL_FIRST
+    while time.monotonic() < deadline:
+        time.sleep(delay)
+        delay = min(delay * 2, WRITE_POLL_MAX)
+        entry = context.ledger.get(ref.uid)
+        if entry is None or entry.state != ASSUMED:
+            outcome.phases["write_wait"] = time.monotonic() - mark
+            return
+    waited = nodelock.go_duration(timedelta(seconds=context.settings.bind_write_wait))
+    message = f"the allocation of pod {ref.namespace}/{ref.name} was not written within {waited}"
+    raise _Failed(f"{message}; it will be filtered again", WRITE_PENDING)
 
 
 def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str, DeviceUse]]:
@@ -313,6 +343,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     ref = PodRef(namespace, name, uid)
     held: list[Held] = []
     try:
+        _await_write(context, ref, outcome)
         pod = _lookup(context, ref, node, outcome)
         try:
             requests = pods.pod_requests(pod, context.settings.vendors)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from app.allocwrite import AllocationWriter
 from app.k8s.client import Kube
 from app.k8s.events import EventRecorder
 from app.state.fastpath import FastPath
@@ -32,6 +33,7 @@ class Context:
     inventory: InventoryCache
     usage: UsageView
     events: EventRecorder
+    writer: AllocationWriter | None = None  # the deferred allocation writes (HAMI_FILTER_WRITE)
     clock: Callable[[], float] = time.time
     fastpath: FastPath = field(default_factory=FastPath)
     _status: tuple[float, ReplicaStatus] | None = field(default=None, repr=False)
@@ -61,6 +63,8 @@ class Context:
         return self.inventory.current()
 
     def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
         self.events.close()
         self.ledger.close()
         self.kube.close()

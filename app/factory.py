@@ -13,10 +13,11 @@ from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
 from app import logs
+from app.allocwrite import AllocationWriter
 from app.context import Context
 from app.k8s.client import connect, user_agent
 from app.k8s.events import EventRecorder
-from app.metrics import ReplicaCollector, init_metrics
+from app.metrics import ALLOCATION_WRITE_SECONDS, ReplicaCollector, init_metrics
 from app.routes import bench, debug, extender, health, webhook
 from app.routes.common import CONTEXT_KEY, finish_body, guard_body, json_response
 from app.state import gauges
@@ -33,13 +34,24 @@ logger = logging.getLogger(__name__)
 def build_context(settings: Settings) -> Context:
     component = {"scheduler": "extender", "public": "webhook"}.get(settings.http.routes, "service")
     kube = connect(settings.kubeconfig, agent=user_agent(component, settings.leader.identity))
+    ledger, events = (
+        Ledger(settings.state_dir),
+        EventRecorder(kube, settings.scheduler_name, settings.pod_name),
+    )
+    writer = None
+    if settings.deferred_write:
+        observe = ALLOCATION_WRITE_SECONDS.labels
+        writer = AllocationWriter(
+            kube, ledger, events, settings.events_enabled, observe=lambda o, s: observe(o).observe(s)
+        )
     context = Context(
         settings=settings,
         kube=kube,
-        ledger=Ledger(settings.state_dir),
+        ledger=ledger,
         inventory=InventoryCache(settings.state_dir),
         usage=UsageView(),
-        events=EventRecorder(kube, settings.scheduler_name, settings.pod_name),
+        events=events,
+        writer=writer,
     )
     context.warm()  # before the worker accepts requests, so that no request pays for the first load
     return context

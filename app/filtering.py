@@ -1,4 +1,6 @@
-"""The Filter use case: decide -> assume -> patch the pod -> answer one node (reference §4.1).
+"""The Filter use case: decide -> assume -> patch the pod -> answer one node (reference §4.1); where the
+caller is authenticated kube-scheduler: decide -> assume -> answer, the patch following off the serial path
+(app/allocwrite.py, HAMI_FILTER_WRITE).
 
 The decision is the worker's fast path (`app.state.fastpath`), which answers exactly what the reference
 `decide` answers without evaluating every node (milliseconds instead of a second at 5,000 nodes); the Nodes
@@ -9,7 +11,8 @@ Invariants owned here:
   reservation inside the ledger's write transaction; when another worker took the capacity meanwhile we
   decide again on fresher usage (bounded), so two pods never get the same capacity (ARCHITECTURE.md #1).
 - Every assume is followed by CONFIRM (the pod's annotations were written) or FORGET (anything failed after
-  the assume), so no reservation outlives a failed filter (#2).
+  the assume), so no reservation outlives a failed filter (#2); with the deferred write the writer records
+  either on the row it wrote for, and /bind waits for it (app/allocwrite.py).
 - A pod of an adopted scheduler name (app/core/adoption.py) is refused: it is counted, never changed.
 - A replica that is not the leader, or not synced, never decides: it answers a retryable Error at once
   (a follower) or after a bounded wait (a leader still syncing) — HAMi blocks until kube-scheduler's
@@ -23,16 +26,17 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from app import nodespath
+from app.allocwrite import Write
 from app.context import Context
 from app.core import adoption, pods, quota
 from app.core.codec import CodecError, encode_pod_single_device
 from app.core.decision import (
     ASSIGNED_NODE,
     allocation_annotations,
-    decide,
     failure_events,
     pod_context,
     reason_keys,
@@ -40,13 +44,13 @@ from app.core.decision import (
     success_event,
 )
 from app.core.fit import PodContext, evaluate_node
-from app.core.inventory import NodeUnregistered, decode_node, node_name
-from app.core.model import DeviceUse, NodeDevices, PodDevices
+from app.core.model import DeviceUse, PodDevices
 from app.core.pods import PodError
 from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
 from app.core.vendor import InvalidRequest
+from app.filteroutcome import FilterOutcome
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
@@ -60,26 +64,15 @@ MAX_ATTEMPTS = 8
 FILTERING_SUCCEED, FILTERING_FAILED = "FilteringSucceed", "FilteringFailed"
 
 
-@dataclass
-class FilterOutcome:
-    node_names: list[str] | None = None
-    nodes: list[dict[str, Any]] | None = None
-    failed: Mapping[str, str] | None = None
-    error: str = ""
-    denial: str = ""  # a short reason label for metrics when the pod was not placed
-    phases: dict[str, float] = field(default_factory=dict)
-    passthrough: bool = False  # the pod asks for no managed device: not ours to decide
-    devices: PodDevices | None = None  # the allocation written to the pod (placed)
-    score: float | None = None  # the chosen node's score (placed)
-
-
 @dataclass(frozen=True, slots=True)
 class Reserved:
-    """An assumed reservation: the pod's devices on `node`, and the decision that chose it."""
+    """An assumed reservation: the pod's devices on `node`, the decision that chose it, and the ledger row's
+    allocation text (what a deferred write's outcome is recorded against)."""
 
     node: str
     devices: PodDevices
     choice: Choice
+    allocation: str = ""
 
 
 def _ref(pod: Mapping[str, Any], ctx: PodContext) -> PodRef:
@@ -99,28 +92,6 @@ def _wait_until_ready(context: Context) -> str:
         if not leader_syncing or time.monotonic() >= deadline:
             return f"hami-scheduler: {status.why_not(now)}; retry later"
         time.sleep(0.1)
-
-
-def simulate(context: Context, pod: Mapping[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:
-    """The Nodes path (§4.9): devices decoded from the given nodes, zero usage, nothing recorded."""
-    if not nodes:  # HAMi answers nothing at all; kube-scheduler never sends an empty list
-        return FilterOutcome(error="extender args carry Nodes without any node object", denial="bad-request")
-    vendors = context.settings.vendors
-    registered: dict[str, NodeDevices] = {}
-    broken: dict[str, str] = {}
-    for node in nodes:
-        try:
-            registered[node_name(node)] = decode_node(node, vendors)
-        except NodeUnregistered as exc:
-            if str(exc) != "no device registration":
-                broken[node_name(node)] = str(exc)
-    ctx = pod_context(pod, vendors, context.settings.policies, {})
-    decision = decide(ctx, [node_name(n) for n in nodes], registered, {}, vendors, broken)
-    winner = decision.winner
-    if winner is None:
-        return FilterOutcome(failed=decision.failed, denial="no-fit")
-    chosen = [n for n in nodes if node_name(n) == winner.node][:1]
-    return FilterOutcome(nodes=chosen, failed=decision.failed or None)
 
 
 def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: Context) -> Entry:
@@ -241,7 +212,7 @@ def filter_pod(
     if not probe.requests.any:
         return FilterOutcome(node_names=node_names, nodes=nodes, passthrough=True)  # §4.1 step 1
     if nodes is not None:  # decides on the given nodes alone and writes nothing
-        return simulate(context, pod, nodes)
+        return nodespath.simulate(context, pod, nodes)
     refused = adoption.refusal(context.settings.counted, pod)
     if refused:
         return FilterOutcome(error=refused, denial="adopted")
@@ -260,16 +231,58 @@ def filter_pod(
     if snapshot is None:
         return FilterOutcome(error="hami-scheduler: no node inventory yet; retry later", denial="not-ready")
     mark = time.perf_counter()
+    outcome = FilterOutcome()
+    if context.writer is not None and not _write_pending(context, uid):
+        why = pods.refusal(pod, context.settings.scheduler_name)
+        if why:
+            return FilterOutcome(error=f"hami-scheduler: {why}", denial="refused")
+        outcome.phases["prepare"] = mark - started
+        reserved = reserve(context, pod, probe, node_names, snapshot, outcome)
+        if reserved is None:
+            return outcome
+        return _defer(context, pod, _ref(pod, probe), reserved, len(node_names), outcome)
     current = _current(context, probe, uid)
     if isinstance(current, FilterOutcome):
         return current
     probe = _probe(context, current)
     if isinstance(probe, FilterOutcome):
         return probe
-    outcome = FilterOutcome()
     outcome.phases["pod_lookup"] = time.perf_counter() - mark
     outcome.phases["prepare"] = mark - started
     return _place(context, current, probe, node_names, snapshot, outcome)
+
+
+def _write_pending(context: Context, uid: str) -> bool:
+    """Is an allocation write of this pod still in flight here (its row `assumed`)? Then /filter reads the
+    pod and writes synchronously: one pod never has two writes in flight (app/allocwrite.py)."""
+    entry = context.ledger.get(uid)
+    return entry is not None and entry.state == ASSUMED
+
+
+def _defer(
+    context: Context,
+    pod: Mapping[str, Any],
+    ref: PodRef,
+    reserved: Reserved,
+    candidates: int,
+    outcome: FilterOutcome,
+) -> FilterOutcome:
+    """Answer with the assumed node and hand the allocation PATCH to the writer (app/allocwrite.py): the
+    pod is kube-scheduler's own copy (the caller is authenticated), and the write is conditional on its UID.
+    Every vendor key the decision does not write is deleted: the copy may not show an earlier decision's."""
+    assert context.writer is not None
+    node, vendors, now = reserved.node, context.settings.vendors, context.clock()
+    written = allocation_annotations(node, reserved.devices, vendors, int(now), pod, int(now * 1e9))
+    annotations: dict[str, str | None] = dict.fromkeys(k.name for v in vendors for k in v.pod_keys)
+    annotations.update(written)
+    choice = reserved.choice
+    assert choice.winner is not None
+    event = success_event(choice.winner, candidates, choice.ranked_ahead)
+    context.writer.submit(Write(ref, node, annotations, reserved.allocation, event))
+    outcome.node_names = [node]
+    outcome.devices = reserved.devices
+    outcome.score = choice.winner.score
+    return outcome
 
 
 def _place(
@@ -319,7 +332,7 @@ def reserve(
         assumed = _assume(context, uid, ctx, choice, snapshot)
         outcome.phases["assume"] = outcome.phases.get("assume", 0.0) + time.perf_counter() - mark
         if assumed is not None:
-            return Reserved(winner.node, assumed[1], choice)
+            return Reserved(winner.node, assumed[1], choice, assumed[0].allocation)
         snapshot = context.refresh() or snapshot
     outcome.error = f"hami-scheduler: capacity changed concurrently {MAX_ATTEMPTS} times; retry later"
     outcome.denial = "conflict"

@@ -55,6 +55,12 @@ BIND_PHASE_SECONDS = Histogram(
     ["phase"],
     buckets=_BUCKETS,
 )
+ALLOCATION_WRITE_SECONDS = Histogram(
+    "hami_scheduler_allocation_write_duration_seconds",
+    "Time spent writing a filter's allocation to the pod after /filter answered, by outcome",
+    ["outcome"],
+    buckets=_BUCKETS,
+)
 WEBHOOK_SECONDS = Histogram(
     "hami_scheduler_webhook_duration_seconds", "Time spent in /webhook", buckets=_BUCKETS
 )
@@ -77,6 +83,7 @@ LOCK_TAKEOVERS = Counter(
 OWN_METRICS: tuple[Collector, ...] = (
     FILTER_SECONDS,
     FILTER_PHASE_SECONDS,
+    ALLOCATION_WRITE_SECONDS,
     BIND_SECONDS,
     BIND_PHASE_SECONDS,
     WEBHOOK_SECONDS,

@@ -31,6 +31,7 @@ import orjson
 from app.core.decision import allocation_annotations, pod_context
 from app.core.model import ContainerDevice
 from app.devices import build_vendors
+from app.filteroutcome import FilterOutcome
 from app.state import snapshot
 from app.state.inventory import InventoryCache
 from bench import cluster
@@ -84,7 +85,7 @@ def _measure(state_dir: str, kubeconfig: str, pods: int, seed: int, profile: int
         probe = pod_context(pod, vendors, settings.policies, {})
         current = context.refresh()
         assert current is not None
-        reserved = filtering.reserve(context, pod, probe, names, current, filtering.FilterOutcome())
+        reserved = filtering.reserve(context, pod, probe, names, current, FilterOutcome())
         return reserved is not None, time.perf_counter() - begin, time.thread_time() - cpu
 
     _, first, _ = filter_once(workload[0])

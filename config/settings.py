@@ -42,7 +42,12 @@ class LeaderSettings:
     retry_period: float = 2.0
 
 
-ROUTES = ("all", "scheduler", "public")  # HAMI_ROUTES: which routes this Gunicorn serves (issue 11)
+ROUTES = ("all", "scheduler", "public")
+FILTER_WRITES = (
+    "auto",
+    "deferred",
+    "sync",
+)  # HAMI_FILTER_WRITE  # HAMI_ROUTES: which routes this Gunicorn serves (issue 11)
 LARGE_BODY_PATHS = ("/filter", "/webhook", "/bench/noop")  # bodies up to HAMI_MAX_BODY_BYTES
 SMALL_BODY_BYTES = 64 * 1024  # /bind's args are a few hundred bytes; GET routes take no body at all
 
@@ -122,6 +127,18 @@ class Settings:
     inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
     bind_lock_wait: float = 10.0
+    # HAMI_FILTER_WRITE: where /filter writes the allocation (app/allocwrite.py). `deferred`: after answering,
+    # deciding on the request's pod; `sync`: before answering, on the pod read from the API; `auto`: deferred
+    # where the caller is authenticated kube-scheduler (scheduler routes behind a client CA), else sync.
+    filter_write: str = "auto"
+    bind_write_wait: float = 5.0  # HAMI_BIND_WRITE_WAIT: how long /bind waits for a pending write
+
+    @property
+    def deferred_write(self) -> bool:
+        if self.filter_write == "auto":
+            return bool(self.http.client_ca_file) and self.http.routes == "scheduler"
+        return self.filter_write == "deferred"
+
     bench_noop: bool = False  # HAMI_BENCH_NOOP: register POST /bench/noop (python -m bench only)
 
     @property
@@ -171,6 +188,16 @@ def _duration(env: Mapping[str, str], name: str, default: timedelta) -> timedelt
     if value <= timedelta(0):
         raise SettingsError(f"{name}={raw!r}: must be positive")
     return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (case-insensitive); the first when unset."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return choices[0]
+    if raw.lower() not in choices:
+        raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return raw.lower()
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -357,5 +384,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "HAMI_SCHEDULER_ROLE_LABEL", bool(env.get("POD_NAME") and env.get("POD_NAMESPACE"))
         ),
         bind_lock_wait=_duration(env, "HAMI_BIND_LOCK_WAIT", timedelta(seconds=10)).total_seconds(),
+        filter_write=_choice(env, "HAMI_FILTER_WRITE", FILTER_WRITES),
+        bind_write_wait=_duration(env, "HAMI_BIND_WRITE_WAIT", timedelta(seconds=5)).total_seconds(),
         bench_noop=_bool(env, "HAMI_BENCH_NOOP", False),
     )

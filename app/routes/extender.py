@@ -15,7 +15,8 @@ from flask import Blueprint, Response, request
 from app import decisions
 from app.binding import BOUND_OK, bind_pod
 from app.core.inventory import node_name
-from app.filtering import FilterOutcome, filter_pod
+from app.filtering import filter_pod
+from app.filteroutcome import FilterOutcome
 from app.metrics import (
     BIND_PHASE_SECONDS,
     BIND_RESULTS,

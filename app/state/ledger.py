@@ -330,6 +330,25 @@ class Ledger:
                 )
             return True
 
+    def resolve_write(self, uid: str, allocation: str, *, written: bool) -> bool:
+        """A deferred allocation write's outcome (app/allocwrite.py), on the row it was written for only —
+        still `assumed`, same allocation: written -> `confirmed`, failed -> forgotten. False when the row
+        was replaced, forgotten or moved on meanwhile (then nothing changes)."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND allocation = ?",
+                (uid, ASSUMED, allocation),
+            ).fetchone()
+            if row is None:
+                return False
+            if not written:
+                return self._delete(db, uid)
+            db.execute(
+                "UPDATE reservations SET state = ?, seq = ? WHERE uid = ?",
+                (CONFIRMED, self._next_seq(db), uid),
+            )
+            return True
+
     def forget(self, uid: str) -> bool:
         """Remove one reservation (the failure path of filter); True if there was one."""
         with self.transaction() as db:
