@@ -190,7 +190,9 @@ def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str,
 def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
     """With the node lock held: re-check the pod's allocation against the other pods on `node` — as the API
     shows them now, and as this replica's ledger holds them — and record it (a pod another replica
-    filtered is adopted as `confirmed`; our own row keeps its state and age)."""
+    filtered is adopted as `confirmed`; our own row keeps its state). The row is dated now: the bind
+    restarts the in-flight TTL, as its `hami.io/bind-time` does for a rebuild (workers/reconcile.py rule
+    1), so the leader's sweep never judges the row it just re-checked stale and unchanged (issue 19)."""
     who = f"pod {ref.namespace}/{ref.name}"
     settings = context.settings
     try:
@@ -208,7 +210,7 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
     on_api = _neighbours(context, ref, node)
     existing = context.ledger.get(ref.uid)
     if existing is not None:
-        adopted = replace(adopted, state=existing.state, updated_at=existing.updated_at)
+        adopted = replace(adopted, state=existing.state)
     why = ""
 
     def check(in_ledger: dict[str, dict[str, DeviceUse]]) -> Entry | None:
