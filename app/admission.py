@@ -11,6 +11,7 @@ from typing import Any
 from app.context import Context
 from app.core import quota
 from app.core.admission import AdmissionSettings, admit
+from app.core.bindingrule import BINDING, review_binding
 from app.core.review import AdmissionInput, AdmissionOutcome
 
 
@@ -23,6 +24,8 @@ def settings_for(context: Context) -> AdmissionSettings:
 
 
 def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:
+    if request.sub_resource == BINDING:  # pods/binding: only the annotation rule, no pod, no quota
+        return review_binding(request, settings_for(context), context.settings.vendors)
     snapshot = context.refresh()
     namespace = request.namespace or _namespace(request.pod)
     limits = snapshot.quota_limits.get(namespace, {}) if snapshot else {}

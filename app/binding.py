@@ -14,7 +14,11 @@ Invariants owned here:
   releases OUR lock (never another pod's) and forgets the reservation of the pod being bound, and only
   that: only while it is in flight (`assumed`/`confirmed`), only under the pod's own UID and name; a
   refused request (not our pod, bound, terminating, another UID, another node than filtered) forgets
-  nothing. A failed bind never leaves a node locked by us (HAMi #2214, #2305).
+  nothing. A failed bind never leaves a node locked by us (HAMi #2214, #2305). This holds for exceptions of
+  any type, not only the expected ones (issue 19): an unexpected one (SQLite's `database is locked` past
+  its busy timeout, a malformed answer, a bug) is undone the same way and answered as an `Error` naming
+  it — unless the binding call was already made, when, as for a lost binding answer whose outcome no
+  re-read could tell, the lock and the reservation are kept.
 - The node in the bind request must be the node Filter chose (HAMi never checks, quirk #17).
 - A pod of an adopted scheduler name (app/core/adoption.py) is refused before anything is written, and
   its counted reservation is kept: such pods are counted, never changed.
@@ -43,6 +47,7 @@ Invariants owned here:
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -66,6 +71,8 @@ from app.k8s.nodelock import Held, LockContention, NodeUnreadable, lock_all, rel
 from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry
 from app.state.podentry import entry_for
 
+logger = logging.getLogger(__name__)
+
 BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
 
 # The bounded `reason` of a bind answer (metric label and decision log): where it failed, never the text.
@@ -86,6 +93,7 @@ LOCK_ERROR = "lock-error"
 PATCH_FAILED = "patch-failed"
 BINDING_FAILED_REASON = "binding-failed"
 BINDING_UNKNOWN = "binding-unknown"
+INTERNAL = "internal"  # an exception of no expected type (a bug, SQLite busy past its timeout, a bad answer)
 
 
 @dataclass
@@ -212,7 +220,9 @@ def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str,
 def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
     """With the node lock held: re-check the pod's allocation against the other pods on `node` — as the API
     shows them now, and as this replica's ledger holds them — and record it (a pod another replica
-    filtered is adopted as `confirmed`; our own row keeps its state and age)."""
+    filtered is adopted as `confirmed`; our own row keeps its state). The row is dated now: the bind
+    restarts the in-flight TTL, as its `hami.io/bind-time` does for a rebuild (workers/reconcile.py rule
+    1), so the leader's sweep never judges the row it just re-checked stale and unchanged (issue 19)."""
     who = f"pod {ref.namespace}/{ref.name}"
     settings = context.settings
     try:
@@ -230,7 +240,7 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
     on_api = _neighbours(context, ref, node)
     existing = context.ledger.get(ref.uid)
     if existing is not None:
-        adopted = replace(adopted, state=existing.state, updated_at=existing.updated_at)
+        adopted = replace(adopted, state=existing.state)
     why = ""
 
     def check(in_ledger: dict[str, dict[str, DeviceUse]]) -> Entry | None:
@@ -342,6 +352,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         return outcome
     ref = PodRef(namespace, name, uid)
     held: list[Held] = []
+    binding_sent = False  # from here on the pod may be bound: an unexpected failure undoes nothing
     try:
         _await_write(context, ref, outcome)
         pod = _lookup(context, ref, node, outcome)
@@ -375,6 +386,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         _stamp(context, pod, ref, node)
         outcome.phases["patch"] = time.perf_counter() - mark
         mark = time.perf_counter()
+        binding_sent = True
         try:
             objects.bind_pod(context.kube, namespace, name, ref.uid, node)
         except ApiError as exc:
@@ -400,6 +412,15 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             context.events.record(ref, WARNING, BINDING_FAILED, event)
         outcome.error = message
         return outcome
+    except Exception as exc:  # of no expected type: still released and forgotten, answered as an Error
+        logger.exception("bind failed unexpectedly", extra={"pod": f"{namespace}/{name}", "node": node})
+        outcome.reason = INTERNAL
+        if not binding_sent:
+            _compensate(context, ref, node, held)
+        outcome.error = f"internal error: {type(exc).__name__}: {exc}"
+        if context.settings.events_enabled:
+            context.events.record(ref, WARNING, BINDING_FAILED, outcome.error)
+        return outcome
     context.ledger.set_state(ref.uid, BOUND)
     if context.settings.events_enabled:
         context.events.record(ref, NORMAL, BINDING_SUCCEED, binding_success_event(node, namespace, name))
@@ -408,10 +429,17 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
 
 def _compensate(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:
     """Release our locks (only ours, every one) and forget the in-flight reservation of the pod being bound
-    (only its); each step is attempted even if one fails."""
+    (only its); each step is attempted even if one fails, whatever it fails with, and nothing raises."""
     if held:
         # If even a release fails, the next binder takes that lock over once this unbound holder's bind
         # attempt is stale (app.core.nodelock.classify_holder) or, for a vendor lock, once it expires.
-        with contextlib.suppress(ApiError):
+        try:
             release_all(context.kube, node, ref.namespace, ref.name, held, ref.uid)
-    context.ledger.forget_in_flight(ref.uid, ref.namespace, ref.name)
+        except ApiError:
+            pass
+        except Exception:  # the answer must still be an Error; the stale rule takes over
+            logger.exception("could not release the node locks", extra={"pod": f"{ref.namespace}/{ref.name}"})
+    try:
+        context.ledger.forget_in_flight(ref.uid, ref.namespace, ref.name)
+    except Exception:  # e.g. SQLite busy: the in-flight TTL sweep removes the row later
+        logger.exception("could not forget the reservation", extra={"pod": f"{ref.namespace}/{ref.name}"})

@@ -7,6 +7,7 @@ environment as an argument so tests never touch os.environ.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -91,8 +92,18 @@ def loopback(bind: str) -> bool:
     """Does a Gunicorn bind address (`host:port`, `[v6]:port`, `unix:path`) accept local clients only?"""
     if bind.startswith("unix:"):
         return True
-    host = bind.rpartition(":")[0].strip("[]")
-    return host == "localhost" or host == "::1" or host.startswith("127.")
+    host = bind.rpartition(":")[0]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)  # a name (`127.example.com`) is not an address: not loopback
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback  # 127.0.0.0/8 and ::1 only
 
 
 @dataclass(frozen=True, slots=True)

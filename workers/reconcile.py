@@ -21,6 +21,10 @@ The team's rules, implemented exactly here:
    answer decides: 404 or another UID under the name (gone), terminal -> removed; bound -> the bound row
    (as a live event would make it); unbound and in flight past the TTL -> removed (the scheduler gave up
    on it); anything else, or no answer -> kept. At most `CONFIRM_BUDGET` seconds of GETs per sweep.
+   The answer applies only to the row it was asked about: a row whose (state, updated_at) changed
+   meanwhile is left for the next sweep. Every rewrite by a decision dates the row anew — the bind's
+   re-check too, which restarts the in-flight TTL as its `bind-time` does in rule 1 — so a bind landing
+   more than a TTL after its filter is never swept between its re-check and its binding (issue 19).
 4. Rebuild (on becoming leader, at start without election, and when the periodic audit finds drift): the
    ledger becomes exactly rule 1 applied to a FRESH list of pods (not the watch cache), in one transaction
    that keeps the rows written by our Gunicorn workers since the list began (a pod filtered and bound

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import pods, reasons
-from app.core.codec import decode_scoring_weights
+from app.core.codec import decode_scoring_weights, encode_pod_single_device
 from app.core.fit import NodeVerdict, PodContext, evaluate_node
 from app.core.model import NodeDevices, NodeUse, PodDevices, QuotaView
 from app.core.policy import gpu_policy, node_policy, node_sort_key, numa_bind
@@ -110,14 +110,25 @@ def allocation_annotations(
     now_nanos: int | None = None,
 ) -> dict[str, str]:
     """The pod annotations Filter writes for the winner (§4.10; vendors §1.4: `hami.io/vgpu-node` and
-    `-time` first, then every vendor's, in registry order); `now_unix`/`now_nanos` are the caller's clock."""
+    `-time` first, then every vendor's, in registry order); `now_unix`/`now_nanos` are the caller's clock.
+
+    A vendor the pod got no device of (padded: it has devices on the node, app.core.fit) writes its lists
+    as HAMi does — `EncodePodSingleDevice` of its empty groups, one `;` per container, under each list key
+    its `pod_annotations` writes (to-allocate, allocated) — and nothing else: no key its device plugin uses
+    to find or configure its pods (docs/compatibility.md, decision core, issue 19)."""
     annotations = {ASSIGNED_NODE: node, ASSIGNED_TIME: str(now_unix)}
     nanos = now_unix * 1_000_000_000 if now_nanos is None else now_nanos
     for vendor in vendors:
         containers = devices.get(vendor.key)
-        if containers is not None:
-            ctx = AnnotationContext(node, pod or {}, dict(annotations), now_unix, nanos)
-            annotations.update(vendor.pod_annotations(containers, ctx))
+        if not containers:  # HAMi: `len(devlist) > 0`
+            continue
+        if not any(containers):
+            empty = encode_pod_single_device(containers)
+            lists = (vendor.to_allocate_annotation, vendor.allocated_annotation)
+            annotations.update((key, empty) for key in lists if key and key in vendor.pod_annotation_keys)
+            continue
+        ctx = AnnotationContext(node, pod or {}, dict(annotations), now_unix, nanos)
+        annotations.update(vendor.pod_annotations(containers, ctx))
     return annotations
 
 

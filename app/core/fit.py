@@ -4,10 +4,13 @@ Init containers run one at a time before the app containers, so each init contai
 node as it is before this pod; app containers are fitted one after another on a working copy where each
 allocation is added (and the device order left by the previous container's sort carries over).
 
-The allocation is padded by vendor key, one group per container for every vendor the pod asks for, so that
-entry i of the annotation is container i for the device plugin (HAMi pads by device model instead, which
-drops GPU-less containers from the list: quirk #1, fixed; docs/compatibility.md). A request sees the devices
-its vendor says it may use (`Vendor.sees`); vendors that score nodes add to the base node score.
+The allocation is padded by vendor key, one group per container, for every vendor the pod asks for — so
+that entry i of the annotation is container i for the device plugin (HAMi pads by device model instead,
+which drops GPU-less containers from the list: quirk #1, fixed) — and, as HAMi's padding over the node's
+device types does, for every other vendor with devices on the node: all its groups empty (issue 19;
+`app.core.decision.allocation_annotations` writes only their lists; docs/compatibility.md). Only the
+requested vendors score. A request sees the devices its vendor says it may use (`Vendor.sees`); vendors
+that score nodes add to the base node score.
 """
 
 from __future__ import annotations
@@ -176,4 +179,7 @@ def evaluate_node(
         if vendor is not None and vendor.scores_nodes:
             extra = vendor.score_node(ScoreContext(node, original, groups, ctx.node_policy, ctx.annotations))
             score = f32(score + f32(extra))
+    empty: ContainerDevices = ()
+    for key in sorted({d.vendor for d in node.devices}.intersection(vendors).difference(devices)):
+        devices[key] = (empty,) * len(containers)  # HAMi's padding of the node's other device types
     return NodeVerdict(node.name, True, score, devices)

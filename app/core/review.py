@@ -39,6 +39,7 @@ class AdmissionInput:
     username: str = ""
     namespace: str = ""
     api_version: str = V1
+    sub_resource: str = ""  # `request.subResource`: "binding" for pods/binding, "status" for pods/status
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,7 @@ def parse_review(body: object) -> AdmissionInput:
         username=_string(user or {}, "username", "request.userInfo"),
         namespace=_string(request, "namespace", "request"),
         api_version=api_version,
+        sub_resource=_string(request, "subResource", "request"),
     )
 
 

@@ -3,6 +3,10 @@
 It caches what pod annotations say (the API server is the truth) plus the in-flight decisions that are not
 on the API yet. One row per pod UID: node, per-device use and quota use, and a state:
 `assumed` (filter chose it, annotations being written) -> `confirmed` (annotations on the pod) -> `bound`.
+A row's `updated_at` is the time of the last decision about it — the filter's assume, the bind's re-check
+(`record_checked`), a live event or a rebuild — never kept across a rewrite by a decision: the leader's
+sweep reads it as the in-flight age and, with the state, as the row's version (workers/reconcile.py
+rule 3). `set_state` (confirm, bound) changes the state and keeps the age.
 
 Invariant 1 (never hand out the same capacity twice, across processes) lives in `assume`: the check of the
 chosen node against every other reservation and the insert happen in one `BEGIN IMMEDIATE` transaction,

@@ -50,7 +50,11 @@ def test_timeout(render: Any, overrides: dict[str, int], timeout: int) -> None:
 @pytest.mark.parametrize(
     ("overrides", "rules"),
     [
-        pytest.param({}, [("CREATE", ["pods"]), ("UPDATE", ["pods", "pods/status"])], id="default"),
+        pytest.param(
+            {},
+            [("CREATE", ["pods"]), ("UPDATE", ["pods", "pods/status"]), ("CREATE", ["pods/binding"])],
+            id="default",
+        ),
         pytest.param({"webhook.protectAnnotationsOnUpdate": False}, [("CREATE", ["pods"])], id="create-only"),
     ],
 )
@@ -65,7 +69,7 @@ def test_rules(render: Any, overrides: dict[str, bool], rules: list[tuple[str, l
 
 
 def test_ha_example_protects_updates(render: Any) -> None:
-    assert [r["operations"] for r in webhook(render("ha"))["rules"]] == [["CREATE"], ["UPDATE"]]
+    assert [r["operations"] for r in webhook(render("ha"))["rules"]] == [["CREATE"], ["UPDATE"], ["CREATE"]]
 
 
 def expressions(selector: dict[str, Any]) -> list[tuple[str, str, list[str]]]:

@@ -21,6 +21,19 @@ from config.settings import SMALL_BODY_BYTES, SettingsError, load_settings, loop
         ("[::]:8443", False),
         ("10.0.0.7:8443", False),
         (":8443", False),
+        ("127.255.255.254:8443", True),
+        ("LocalHost:8443", True),
+        ("[::ffff:127.0.0.1]:8443", True),
+        ("127.example.com:8443", False),  # a name that merely begins like a loopback address (issue 19)
+        ("127.0.0.1.nip.io:8443", False),
+        ("127.0.0.1evil:8443", False),
+        ("127.:8443", False),
+        ("127.1:8443", False),  # not a dotted quad: refused rather than guessed
+        ("128.0.0.1:8443", False),
+        ("localhost.example.com:8443", False),
+        ("[::2]:8443", False),
+        ("[::ffff:10.0.0.7]:8443", False),
+        ("", False),
     ],
 )
 def test_loopback(bind: str, local: bool) -> None:
