@@ -42,7 +42,7 @@ from typing import Any
 
 import urllib3
 
-from bench import procs, real, real_summary, summary
+from bench import arrival, procs, real, real_summary, summary
 from bench.e2e import run_size
 from bench.seed import Scenario
 from bench.startup import Options
@@ -206,8 +206,13 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def real_size(args: argparse.Namespace) -> tuple[int, int]:
+    """(nodes, pods per run) of `--control-plane real`."""
+    return (1000, 200) if args.quick else (args.nodes, args.pods or real.RealOptions.pods)
+
+
 def real_options(args: argparse.Namespace) -> real.RealOptions:
-    nodes, pods = (1000, 200) if args.quick else (args.nodes, args.pods or real.RealOptions.pods)
+    nodes, pods = real_size(args)
     return real.RealOptions(
         nodes=nodes,
         gpus_per_node=args.gpus_per_node,
@@ -224,6 +229,7 @@ def real_options(args: argparse.Namespace) -> real.RealOptions:
         external=external(args),
         external_start=args.external_start,
         external_wait=args.external_wait,
+        arrival_rate=args.arrival_rate,
     )
 
 
@@ -259,6 +265,13 @@ def run_real(args: argparse.Namespace) -> int:
     return code
 
 
+def _arrival_rate(text: str) -> float:
+    try:
+        return arrival.arrival_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -280,6 +293,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         choices=("", "binpack", "spread"),
         default="",
         help="real: the chart's nodeSchedulerPolicy (default: the chart's, binpack)",
+    )
+    parser.add_argument(
+        "--arrival-rate",
+        type=_arrival_rate,
+        default=0.0,
+        metavar="R",
+        help="real: latency mode, the pods of each run created at R per second while its kube-scheduler"
+        " runs (default: all created before it starts, saturated)",
     )
     parser.add_argument(
         "--stall", type=float, default=120.0, help="real: a run ends after this long without a bind"
@@ -335,6 +356,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("argument --extender-url: needs --control-plane real")
     if args.webhook_ca and not args.webhook_url:
         parser.error("argument --webhook-ca: needs --webhook-url")
+    if args.arrival_rate and args.control_plane != "real":
+        parser.error("argument --arrival-rate: needs --control-plane real")
+    if args.arrival_rate and (why := arrival.too_long(real_size(args)[1], args.arrival_rate)):
+        parser.error(f"argument --arrival-rate: {why}")
     return args
 
 
