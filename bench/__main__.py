@@ -6,9 +6,11 @@
 
 `--control-plane real` (bench/real.py) runs the real kube-scheduler three times over one cluster and pod
 stream: through our extender and webhook, without any extender, and through a no-op extender (the floor);
-it reports both throughputs, `extender_throughput_ratio`, kube-scheduler's and our latencies and the CPU
-per scheduled pod of each process. With `--extender-url` it measures an extender it did not start (any
-HAMi-compatible one, bench/real_external.py): only the control plane, the nodes and the driver are ours.
+it reports both throughputs, `extender_throughput_ratio`, kube-scheduler's and our latencies, the CPU
+per scheduled pod of each process and kube-apiserver's requests per scheduled pod by verb and resource.
+`--arrival-rate R` is its latency mode: each run's pods created at R per second while kube-scheduler
+runs. With `--extender-url` it measures an extender it did not start (any HAMi-compatible one,
+bench/real_external.py): only the control plane, the nodes and the driver are ours.
 The rest of this docstring is about the emulator (the default).
 
 Every size is a fresh cluster of real processes (bench/e2e.py): the API emulator, the simulated device

@@ -13,9 +13,13 @@ emptied cluster, each by a fresh kube-scheduler process with the chart's KubeSch
 - `extender`: the chart's extender, our /filter and /bind, the pods created through our webhook.
 
 Each run creates its pods first (schedulerName `bench-baseline` / `bench-noop`, which our webhook leaves
-alone; unset for `extender`, which the webhook sets), then starts its kube-scheduler. The window is from
-the first pod bound to the last (a watch on the pods), so kube-scheduler's start-up is not in it; CPU per
-process (`/proc/<pid>/stat`) is sampled at those two moments. See bench/schedmetrics.py for the latencies.
+alone; unset for `extender`, which the webhook sets), then starts its kube-scheduler — or, with an arrival
+rate (latency mode, bench/arrival.py), starts its kube-scheduler and then creates the pods at that rate.
+The window is from the first pod bound to the last (a watch on the pods), so kube-scheduler's start-up is
+not in it; CPU per process (`/proc/<pid>/stat`) is sampled at those two moments. See bench/schedmetrics.py
+for the latencies. Every run then waits for its pods to be Running; kube-apiserver's request counters,
+scraped before the pods are created and after that, give the API requests per scheduled pod
+(bench/apicounts.py; the driver's own requests are counted on its side and left out).
 """
 
 from __future__ import annotations

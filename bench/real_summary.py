@@ -36,13 +36,21 @@ def _render(lines: list[list[str]]) -> list[str]:
     return ["  ".join(c.rjust(widths[i]) for i, c in enumerate(line)) for line in lines]
 
 
-def api_table(phases: Mapping[str, Any]) -> list[str]:
+def api_table(phases: Mapping[str, Any], small: float = 0.1) -> list[str]:
     """kube-apiserver's requests per scheduled pod, by verb and resource, one column per run (the
-    driver's own requests left out; their sum on the last line)."""
+    driver's own requests left out; their sum on the last line). Keys below `small` in every run —
+    mostly each kube-scheduler's informers starting — are summed on one line (the report has them all)."""
     per_pod = {name: phase["api_requests"]["per_pod"] for name, phase in phases.items()}
     keys = sorted({k for counts in per_pod.values() for k in counts}, key=lambda k: (k.split(" ", 1)[1], k))
+    shown = [k for k in keys if any(counts.get(k, 0.0) >= small for counts in per_pod.values())]
+    folded = [k for k in keys if k not in shown]
     lines = [["API requests per pod", *phases]]
-    lines += [[k, *(f"{counts[k]:.2f}" if k in counts else "-" for counts in per_pod.values())] for k in keys]
+    lines += [
+        [k, *(f"{counts[k]:.2f}" if k in counts else "-" for counts in per_pod.values())] for k in shown
+    ]
+    if folded:
+        rest = [sum(counts.get(k, 0.0) for k in folded) for counts in per_pod.values()]
+        lines.append([f"others < {small:g} each ({len(folded)} keys)", *(f"{v:.2f}" for v in rest)])
     lines.append(["total", *(f"{p['api_requests']['per_pod_total']:.2f}" for p in phases.values())])
     harness = [sum(p["api_requests"]["harness_per_pod"].values()) for p in phases.values()]
     lines.append(["(the driver's own, not above)", *(f"{h:.2f}" for h in harness)])

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import apicounts, summary
+from bench import apicounts, real_summary, summary
 
 DATA = Path(__file__).parent / "data"
 
@@ -176,3 +176,29 @@ def test_a_counter_that_went_down_is_no_negative_count() -> None:
     assert apicounts.difference(
         {"PATCH pods": 5.0, "GET pods": 1.0}, {"PATCH pods": 2.0, "GET pods": 4.0}
     ) == {"GET pods": 3.0}
+
+
+def test_the_printed_table_has_a_column_per_run_and_folds_keys_small_in_every_run() -> None:
+    def phase(per_pod: dict[str, float], harness: dict[str, float]) -> dict[str, Any]:
+        total = round(sum(per_pod.values()), 3)
+        return {"api_requests": {"per_pod": per_pod, "per_pod_total": total, "harness_per_pod": harness}}
+
+    phases = {
+        "baseline": phase(
+            {"POST pods/binding": 1.0, "LIST nodes": 0.02, "WATCH nodes": 0.02}, {"POST pods": 1.0}
+        ),
+        "extender": phase(
+            {"POST pods/binding": 1.0, "PATCH pods": 4.0, "LIST nodes": 0.5}, {"POST pods": 1.0}
+        ),
+    }
+    lines = [line.split() for line in real_summary.api_table(phases)]
+    assert lines[0][-2:] == ["baseline", "extender"]
+    rows = {" ".join(cells[:-2]): cells[-2:] for cells in lines[1:]}
+    assert rows == {
+        "LIST nodes": ["0.02", "0.50"],  # small in one run only: shown
+        "PATCH pods": ["-", "4.00"],
+        "POST pods/binding": ["1.00", "1.00"],
+        "others < 0.1 each (1 keys)": ["0.02", "0.00"],
+        "total": ["1.04", "5.50"],
+        "(the driver's own, not above)": ["1.00", "1.00"],
+    }
