@@ -92,7 +92,8 @@ class Arrivals:
         try:
             self.create(pod)
         except Exception as exc:
-            self.failure = self.failure or exc
+            with self._lock:
+                self.failure = self.failure or exc
             self._stop.set()
 
     def _run(self) -> None:
@@ -106,8 +107,8 @@ class Arrivals:
         self._finished.set()
 
     def report(self, bound_at: dict[str, float]) -> Obj:
-        """The schedule as it was kept, and creation (sent) to bind (seen by the watch) in ms, keyed by
-        pod name in `bound_at` (its `namespace/name` key's name)."""
+        """How the schedule was kept (`lag_ms`), and each pod's time from its creation sent to its bind
+        seen (`create_to_bind_ms`); `bound_at` maps `namespace/name` to the perf_counter of the bind."""
         with self._lock:
             sent, lags = dict(self.sent_at), list(self.lag_ms)
         waits = [
