@@ -6,9 +6,11 @@
 
 `--control-plane real` (bench/real.py) runs the real kube-scheduler three times over one cluster and pod
 stream: through our extender and webhook, without any extender, and through a no-op extender (the floor);
-it reports both throughputs, `extender_throughput_ratio`, kube-scheduler's and our latencies and the CPU
-per scheduled pod of each process. With `--extender-url` it measures an extender it did not start (any
-HAMi-compatible one, bench/real_external.py): only the control plane, the nodes and the driver are ours.
+it reports both throughputs, `extender_throughput_ratio`, kube-scheduler's and our latencies, the CPU
+per scheduled pod of each process and kube-apiserver's requests per scheduled pod by verb and resource.
+`--arrival-rate R` is its latency mode: each run's pods created at R per second while kube-scheduler
+runs. With `--extender-url` it measures an extender it did not start (any HAMi-compatible one,
+bench/real_external.py): only the control plane, the nodes and the driver are ours.
 The rest of this docstring is about the emulator (the default).
 
 Every size is a fresh cluster of real processes (bench/e2e.py): the API emulator, the simulated device
@@ -42,7 +44,7 @@ from typing import Any
 
 import urllib3
 
-from bench import procs, real, real_summary, summary
+from bench import arrival, procs, real, real_summary, summary
 from bench.e2e import run_size
 from bench.seed import Scenario
 from bench.startup import Options
@@ -206,8 +208,13 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def real_size(args: argparse.Namespace) -> tuple[int, int]:
+    """(nodes, pods per run) of `--control-plane real`."""
+    return (1000, 200) if args.quick else (args.nodes, args.pods or real.RealOptions.pods)
+
+
 def real_options(args: argparse.Namespace) -> real.RealOptions:
-    nodes, pods = (1000, 200) if args.quick else (args.nodes, args.pods or real.RealOptions.pods)
+    nodes, pods = real_size(args)
     return real.RealOptions(
         nodes=nodes,
         gpus_per_node=args.gpus_per_node,
@@ -224,6 +231,7 @@ def real_options(args: argparse.Namespace) -> real.RealOptions:
         external=external(args),
         external_start=args.external_start,
         external_wait=args.external_wait,
+        arrival_rate=args.arrival_rate,
     )
 
 
@@ -259,6 +267,13 @@ def run_real(args: argparse.Namespace) -> int:
     return code
 
 
+def _arrival_rate(text: str) -> float:
+    try:
+        return arrival.arrival_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -280,6 +295,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         choices=("", "binpack", "spread"),
         default="",
         help="real: the chart's nodeSchedulerPolicy (default: the chart's, binpack)",
+    )
+    parser.add_argument(
+        "--arrival-rate",
+        type=_arrival_rate,
+        default=0.0,
+        metavar="R",
+        help="real: latency mode, the pods of each run created at R per second while its kube-scheduler"
+        " runs (default: all created before it starts, saturated)",
     )
     parser.add_argument(
         "--stall", type=float, default=120.0, help="real: a run ends after this long without a bind"
@@ -335,6 +358,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("argument --extender-url: needs --control-plane real")
     if args.webhook_ca and not args.webhook_url:
         parser.error("argument --webhook-ca: needs --webhook-url")
+    if args.arrival_rate and args.control_plane != "real":
+        parser.error("argument --arrival-rate: needs --control-plane real")
+    if args.arrival_rate and (why := arrival.too_long(real_size(args)[1], args.arrival_rate)):
+        parser.error(f"argument --arrival-rate: {why}")
     return args
 
 

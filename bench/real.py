@@ -13,9 +13,13 @@ emptied cluster, each by a fresh kube-scheduler process with the chart's KubeSch
 - `extender`: the chart's extender, our /filter and /bind, the pods created through our webhook.
 
 Each run creates its pods first (schedulerName `bench-baseline` / `bench-noop`, which our webhook leaves
-alone; unset for `extender`, which the webhook sets), then starts its kube-scheduler. The window is from
-the first pod bound to the last (a watch on the pods), so kube-scheduler's start-up is not in it; CPU per
-process (`/proc/<pid>/stat`) is sampled at those two moments. See bench/schedmetrics.py for the latencies.
+alone; unset for `extender`, which the webhook sets), then starts its kube-scheduler — or, with an arrival
+rate (latency mode, bench/arrival.py), starts its kube-scheduler and then creates the pods at that rate.
+The window is from the first pod bound to the last (a watch on the pods), so kube-scheduler's start-up is
+not in it; CPU per process (`/proc/<pid>/stat`) is sampled at those two moments. See bench/schedmetrics.py
+for the latencies. Every run then waits for its pods to be Running; kube-apiserver's request counters,
+scraped before the pods are created and after that, give the API requests per scheduled pod
+(bench/apicounts.py; the driver's own requests are counted on its side and left out).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import procs, real_external, real_summary, schedmetrics
+from bench import apicounts, arrival, procs, real_after, real_external, real_summary, schedmetrics
 from sim import podutil
 from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN
@@ -46,7 +50,6 @@ from sim.realcluster import (
     register_webhook,
     start_replica,
 )
-from sim.report import summarize
 from sim.stack import PY, Stack, flags, wait_until
 
 Obj = dict[str, Any]
@@ -75,6 +78,7 @@ class RealOptions:
     external: ExternalExtender | None = None  # an extender (and webhook) this harness does not start
     external_start: str = ""  # a shell command starting it, with KUBECONFIG set (bench/real_external.py)
     external_wait: float = 600.0  # seconds for the external extender to accept connections
+    arrival_rate: float = 0.0  # pods per second created while kube-scheduler runs (0: all before it starts)
 
 
 def phases_of(options: RealOptions) -> tuple[str, ...]:
@@ -259,85 +263,6 @@ class _Binds:
             self.last_cpu = procs.cpu_sample(self.groups)
 
 
-def _delete_pod(kube: Kube, name: str) -> None:
-    try:
-        kube.delete(pod_path(NAMESPACE, name), grace=0)
-    except KubeError as exc:
-        if exc.status != 404:
-            raise
-
-
-def _delete_all(stack: Stack, phase: str, timeout: float = 300.0) -> None:
-    assert stack.kube is not None
-    kube, selector = stack.kube, f"{PHASE_LABEL}={phase}"
-    # one DELETE per pod, in parallel: a deletecollection of hundreds of pods outlasts kube-apiserver's
-    # request timeout on this machine at 5,000 nodes; grace 0: removed at once, as a finished kubelet would
-    names = [podutil.name(p) for p in kube.list(pod_path(NAMESPACE), labelSelector=selector)[1]]
-    _parallel(lambda name: _delete_pod(kube, name), names)
-    wait_until(
-        f"the {phase} run's pods to be gone",
-        lambda: not kube.list(pod_path(NAMESPACE), labelSelector=selector)[1],
-        timeout,
-        stack,
-        0.5,
-    )
-
-
-def _settle(stack: Stack, phase: str, timeout: float) -> float:
-    """Wait until every bound pod of the run is Running (its Allocate done, its node lock released)."""
-    assert stack.kube is not None
-    started = time.perf_counter()
-    while time.perf_counter() - started < timeout:
-        stack.check()
-        pods = stack.kube.list(pod_path(NAMESPACE), labelSelector=f"{PHASE_LABEL}={phase}")[1]
-        if all(podutil.phase(p) == "Running" for p in pods if podutil.node_name(p)):
-            break
-        time.sleep(0.5)
-    return round(time.perf_counter() - started, 2)
-
-
-def _correctness(stack: Stack, phase: str, pods: int) -> Obj:
-    assert stack.kube is not None
-    # whole lists at 5,000 nodes on a loaded machine: more time than one API call's default
-    all_pods = stack.kube.request("GET", "/api/v1/pods", timeout=180.0)["items"]
-    all_nodes = stack.kube.request("GET", "/api/v1/nodes", timeout=180.0)["items"]
-    verdict = summarize(all_pods, all_nodes)
-    mine = [p for p in all_pods if podutil.labels(p).get(PHASE_LABEL) == phase]
-    bound = sum(1 for p in mine if podutil.node_name(p))
-    result = {
-        "oversubscribed_devices": verdict["oversubscribed_devices"],
-        "misplaced_devices": verdict["misplaced_devices"][:10],
-        "undecodable_allocations": verdict["undecodable_allocations"][:10],
-        "node_locks_held": verdict["node_locks_held"],
-        "bound": bound,
-        "running": sum(1 for p in mine if podutil.phase(p) == "Running"),
-    }
-    result["ok"] = (
-        verdict["oversubscribed_devices"] == 0
-        and not verdict["misplaced_devices"]
-        and not verdict["undecodable_allocations"]
-        and verdict["node_locks_held"] == 0
-        and bound == pods
-    )
-    return result
-
-
-def _scheduler_metrics(url: str, bound: int, timeout: float = 10.0) -> schedmetrics.Scrape:
-    """kube-scheduler's metrics once they count every bound pod: it records a pod as scheduled after its
-    binding cycle returned, a moment after the watch showed the pod bound."""
-    deadline = time.monotonic() + timeout
-    while True:
-        scrape = schedmetrics.scrape(url + "/metrics", schedmetrics.KUBE_SCHEDULER)
-        scheduled = sum(
-            v
-            for (n, labels), v in scrape.items()
-            if n == "scheduler_schedule_attempts_total" and dict(labels).get("result") == "scheduled"
-        )
-        if scheduled >= bound or time.monotonic() > deadline:
-            return scrape
-        time.sleep(0.2)
-
-
 def _extender_scheduler_name(external: ExternalExtender | None) -> str:
     if external is None:
         return "hami-scheduler (set by our webhook)"
@@ -346,8 +271,10 @@ def _extender_scheduler_name(external: ExternalExtender | None) -> str:
 
 
 def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
-    """One run: create the pods, start its kube-scheduler, wait until every pod is bound (or no progress
-    for `stall` seconds), read the metrics, stop the scheduler."""
+    """One run: create the pods and start its kube-scheduler (saturated: the pods first; with an arrival
+    rate: the scheduler first, then the pods at that rate), wait until every pod is bound (or no progress
+    for `stall` seconds), read the metrics, stop the scheduler, wait for the pods to run, count the API
+    requests of the run."""
     stack, options = cluster.stack, cluster.options
     assert stack.kube is not None and isinstance(stack.control_plane, RealControlPlane)
     load_start = load_average()
@@ -355,12 +282,18 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     name_without_webhook = external.scheduler_name if external and not external.webhook_url else ""
     manifests = pod_stream(options.pods, options.seed, phase, name_without_webhook)
     binds = _Binds(len(manifests))
+    kube = apicounts.CountingKube(stack.kube)  # the driver's requests, counted (bench/apicounts.py)
+    api_before = kube.scrape()
     informer = Informer(
-        stack.kube, pod_path(NAMESPACE), binds.seen, f"bench-{phase}", labelSelector=f"{PHASE_LABEL}={phase}"
+        kube, pod_path(NAMESPACE), binds.seen, f"bench-{phase}", labelSelector=f"{PHASE_LABEL}={phase}"
     ).start()
-    kube = stack.kube
+
+    def create(pod: Obj) -> Obj:
+        return kube.create(pod_path(NAMESPACE), pod)
+
     created_at = time.perf_counter()
-    _parallel(lambda pod: kube.create(pod_path(NAMESPACE), pod), manifests, threads=4)
+    if not options.arrival_rate:
+        _parallel(create, manifests, threads=4)
     created_s = time.perf_counter() - created_at
     ours_url, ca = cluster.metrics_url, str(cluster.setup.tls.ca)
     ours_before = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca) if ours_url else {}
@@ -369,17 +302,32 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
     started_wall, started = time.time(), time.perf_counter()
     process = stack.start_scheduler(SchedulerSpec(name=name, config=config, hostname=pod_name(0)))
     binds.groups = _cpu_groups(stack, name)
-    say(f"  {phase}: {len(manifests)} pods created in {created_s:.1f}s; kube-scheduler pid {process.pid}")
+    arrivals = None
+    if options.arrival_rate:
+        schedmetrics.wait_ready(stack.control_plane.scheduler_urls[name])
+        arrivals = arrival.Arrivals(create, manifests, options.arrival_rate).start()
+        say(
+            f"  {phase}: kube-scheduler pid {process.pid}; {len(manifests)} pods arriving at"
+            f" {options.arrival_rate:g}/s"
+        )
+    else:
+        say(f"  {phase}: {len(manifests)} pods created in {created_s:.1f}s; kube-scheduler pid {process.pid}")
     last_count, last_progress = 0, time.monotonic()
     while len(binds.at) < len(manifests) and time.monotonic() - last_progress < options.stall:
         stack.check()
-        if len(binds.at) != last_count:
-            last_count, last_progress = len(binds.at), time.monotonic()
+        progress = len(binds.at) + (arrivals.created() if arrivals else 0)
+        if arrivals:
+            arrivals.check()
+        if progress != last_count:
+            last_count, last_progress = progress, time.monotonic()
         time.sleep(0.2)
+    if arrivals:
+        arrivals.stop()
+        arrivals.check()
     if not binds.last_cpu:  # not every pod was bound: the window ends now
         binds.last_cpu = procs.cpu_sample(binds.groups)
     ended_wall = time.time()
-    scheduler_scrape = _scheduler_metrics(stack.control_plane.scheduler_urls[name], len(binds.at))
+    scheduler_scrape = schedmetrics.settled_scrape(stack.control_plane.scheduler_urls[name], len(binds.at))
     ours_after = schedmetrics.scrape(ours_url, schedmetrics.OURS, ca) if ours_url else {}
     load_end = load_average()
     times = sorted(binds.at.values())
@@ -405,18 +353,24 @@ def run_phase(cluster: Cluster, phase: str, say: Callable[[str], None]) -> Obj:
         "server": schedmetrics.server_timings(cluster.timing_dir, started_wall, ended_wall + 1.0),
         "load_average": {"start": load_start, "end": load_end},
     }
+    if arrivals:
+        result["arrivals"] = arrivals.report(binds.at)
     say(
         f"  {phase}: {bound}/{len(manifests)} bound in {window:.1f}s = {result['pods_per_second']} pods/s"
         f" (load {' '.join(str(v) for v in load_end)})"
     )
     stack.stop(name)
     informer.stop()
+    # every run waits for its pods to run, so the kubelets' (and device plugin's) writes are in its counts
+    selector = f"{PHASE_LABEL}={phase}"
+    result["settle_s"] = real_after.settle(stack, kube, NAMESPACE, selector, options.settle)
+    result["api_requests"] = apicounts.view(api_before, kube.scrape(), kube.harness_counts(), bound)
     if phase == "extender":
-        result["settle_s"] = _settle(stack, phase, options.settle)
-        result["correctness"] = _correctness(stack, phase, len(manifests))
+        result["correctness"] = real_after.correctness(kube, NAMESPACE, selector, len(manifests))
     else:
         result["correctness"] = {"bound": bound, "ok": bound == len(manifests)}
-        _delete_all(stack, phase)
+        real_after.delete_all(stack, stack.kube, NAMESPACE, selector)
+    kube.close()
     return result
 
 
@@ -424,7 +378,9 @@ def run_size(options: RealOptions, stack: Stack, say: Callable[[str], None]) -> 
     """Start the cluster, the three runs, the report row; `stack` is stopped by the caller."""
     say(
         f"{options.nodes} nodes x {options.gpus_per_node} GPUs, {options.pods} pods per run, real control"
-        f" plane, kube-scheduler qps {options.qps} (load {' '.join(map(str, load_average()))})"
+        f" plane, kube-scheduler qps {options.qps}"
+        + (f", pods arriving at {options.arrival_rate:g}/s" if options.arrival_rate else ", saturated")
+        + f" (load {' '.join(map(str, load_average()))})"
     )
     cluster = start(stack, options, say)
     assert stack.control_plane is not None
@@ -437,6 +393,7 @@ def run_size(options: RealOptions, stack: Stack, say: Callable[[str], None]) -> 
         "threads": options.threads or "default",
         "scheduler_qps": options.qps,
         "node_policy": options.node_policy or "binpack (chart default)",
+        "arrival_rate": options.arrival_rate or None,
     }
     return real_summary.headline(size, phases) | {
         "control_plane": "real",

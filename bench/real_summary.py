@@ -36,6 +36,35 @@ def _render(lines: list[list[str]]) -> list[str]:
     return ["  ".join(c.rjust(widths[i]) for i, c in enumerate(line)) for line in lines]
 
 
+def api_table(phases: Mapping[str, Any], small: float = 0.1) -> list[str]:
+    """kube-apiserver's requests per scheduled pod, by verb and resource, one column per run (the
+    driver's own requests left out; their sum on the last line). Keys below `small` in every run —
+    mostly each kube-scheduler's informers starting — are summed on one line (the report has them all)."""
+    per_pod = {name: phase["api_requests"]["per_pod"] for name, phase in phases.items()}
+    keys = sorted({k for counts in per_pod.values() for k in counts}, key=lambda k: (k.split(" ", 1)[1], k))
+    shown = [k for k in keys if any(counts.get(k, 0.0) >= small for counts in per_pod.values())]
+    folded = [k for k in keys if k not in shown]
+    lines = [["API requests per pod", *phases]]
+    lines += [
+        [k, *(f"{counts[k]:.2f}" if k in counts else "-" for counts in per_pod.values())] for k in shown
+    ]
+    if folded:
+        rest = [sum(counts.get(k, 0.0) for k in folded) for counts in per_pod.values()]
+        lines.append([f"others < {small:g} each ({len(folded)} keys)", *(f"{v:.2f}" for v in rest)])
+    lines.append(["total", *(f"{p['api_requests']['per_pod_total']:.2f}" for p in phases.values())])
+    harness = [sum(p["api_requests"]["harness_per_pod"].values()) for p in phases.values()]
+    lines.append(["(the driver's own, not above)", *(f"{h:.2f}" for h in harness)])
+    return _render_left(lines)
+
+
+def _render_left(lines: list[list[str]]) -> list[str]:
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return [
+        "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line))
+        for line in lines
+    ]
+
+
 def table(report: Mapping[str, Any]) -> str:
     phases = report["phases"]
     lines = [list(COLUMNS)] + [_row(name, phase) for name, phase in phases.items()]
@@ -43,14 +72,26 @@ def table(report: Mapping[str, Any]) -> str:
         [name, *(f"{phase['cpu_ms_per_pod'].get(k, 0.0):.1f}" for k in CPU_COLUMNS)]
         for name, phase in phases.items()
     ]
+    rate = report.get("arrival_rate")
+    mode = f"pods arriving at {rate:g}/s" if rate else "saturated"
     out = [
-        f"{report['nodes']} nodes x {report['gpus_per_node']} GPUs, {report['pods']} pods per run"
+        f"{report['nodes']} nodes x {report['gpus_per_node']} GPUs, {report['pods']} pods per run, {mode}"
         " (ks = kube-scheduler's histograms, srv = server-side per request, ms)",
         *_render(lines),
         "",
         *_render(cpu),
         "",
+        *api_table(phases),
+        "",
     ]
+    if rate:
+        for name, phase in phases.items():
+            arrivals, waits = phase["arrivals"], phase["arrivals"]["create_to_bind_ms"]
+            out.append(
+                f"  {name}: {arrivals['created']} pods created"
+                f" (lag p99 {arrivals['lag_ms']['p99_ms']:.1f} ms);"
+                f" created to bound p50 {waits['p50_ms']:.1f} ms, p99 {waits['p99_ms']:.1f} ms"
+            )
     for key, check in report["targets"].items():
         verdict = "met" if check["met"] else "NOT met"
         out.append(f"  {key:<28} {check['target']:<6} measured {check['measured']}  {verdict}")
@@ -63,19 +104,29 @@ def table(report: Mapping[str, Any]) -> str:
 
 def headline(size: Obj, phases: dict[str, Obj]) -> Obj:
     """The figures the acceptance names, derived from the runs; `size` the run's settings. Without a noop
-    run (an outside extender, bench/real_external.py) the floor ratios are absent, not zero."""
+    run (an outside extender, bench/real_external.py) the floor ratios are absent, not zero. With an
+    arrival rate (latency mode, bench/arrival.py) the pods/s are the rate, so the throughput goal is not
+    judged; the algorithm latencies are what to read."""
     runs = [p for p in PHASES if p in phases]
     rate = {p: phases[p]["pods_per_second"] for p in runs}
     algorithm = {p: phases[p]["kube_scheduler"]["algorithm"] for p in runs}
     server = phases["extender"]["server"]
     ratio = round(rate["extender"] / rate["baseline"], 3) if rate["baseline"] else 0.0
-    checks: Obj = {"extender_throughput_ratio": {"target": ">= 0.5", "measured": ratio, "met": ratio >= 0.5}}
+    latency_mode = bool(size.get("arrival_rate"))
+    checks: Obj = {}
+    if not latency_mode:
+        checks["extender_throughput_ratio"] = {"target": ">= 0.5", "measured": ratio, "met": ratio >= 0.5}
     figures: Obj = {}
     if "noop" in phases:
         figures, floor_checks = _floor(phases, algorithm)
         checks.update(floor_checks)
+    if latency_mode:
+        figures["create_to_bind_p50_ms"] = {
+            p: phases[p]["arrivals"]["create_to_bind_ms"]["p50_ms"] for p in runs
+        }
     return {
         **size,
+        "mode": "latency" if latency_mode else "saturated",
         "extender_pods_per_second": rate["extender"],
         "baseline_pods_per_second": rate["baseline"],
         "extender_throughput_ratio": ratio,
@@ -86,6 +137,8 @@ def headline(size: Obj, phases: dict[str, Obj]) -> Obj:
         "ks_algorithm_mean_ms": {p: algorithm[p]["mean_ms"] for p in runs},
         "ks_attempt_p50_ms": {p: phases[p]["kube_scheduler"]["attempt_scheduled"]["p50_ms"] for p in runs},
         "cpu_ms_per_pod": {p: phases[p]["cpu_ms_per_pod"] for p in runs},
+        "api_requests_per_pod": {p: phases[p]["api_requests"]["per_pod"] for p in runs},
+        "api_requests_per_pod_total": {p: phases[p]["api_requests"]["per_pod_total"] for p in runs},
         "load_average": {p: phases[p]["load_average"] for p in runs},
         "targets": checks,
         "correct": all(phases[p]["correctness"]["ok"] for p in runs),

@@ -15,8 +15,10 @@ its counters start at zero; our service keeps running, so its histograms are rea
 
 from __future__ import annotations
 
+import contextlib
 import math
 import ssl
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,14 +34,47 @@ OURS = ("hami_scheduler_filter_", "hami_scheduler_bind_", "hami_scheduler_node_l
 TIMED_PATHS = ("/filter", "/bind", "/bench/noop", "/webhook")
 
 
-def scrape(url: str, wanted: tuple[str, ...], ca_file: str | None = None) -> Scrape:
-    """GET `url` (kube-scheduler's self-signed secure port when `ca_file` is None) and parse it."""
+def get(url: str, ca_file: str | None = None) -> urllib3.BaseHTTPResponse:
+    """GET `url` (kube-scheduler's self-signed secure port when `ca_file` is None)."""
     context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl._create_unverified_context()
     with urllib3.PoolManager(ssl_context=context, retries=False, timeout=60.0) as http:
-        response = http.request("GET", url)
+        return http.request("GET", url)
+
+
+def scrape(url: str, wanted: tuple[str, ...], ca_file: str | None = None) -> Scrape:
+    """GET `url` and parse it (see `get`)."""
+    response = get(url, ca_file)
     if response.status != 200:
         raise RuntimeError(f"GET {url}: HTTP {response.status}")
     return summary.parse_metrics(response.data.decode(), wanted)
+
+
+def settled_scrape(url: str, bound: int, timeout: float = 10.0) -> Scrape:
+    """kube-scheduler's metrics (`url`: its secure port) once they count every bound pod: it records a pod
+    as scheduled after its binding cycle returned, a moment after a watch showed the pod bound."""
+    deadline = time.monotonic() + timeout
+    while True:
+        scrape_ = scrape(url + "/metrics", KUBE_SCHEDULER)
+        scheduled = sum(
+            v
+            for (n, labels), v in scrape_.items()
+            if n == "scheduler_schedule_attempts_total" and dict(labels).get("result") == "scheduled"
+        )
+        if scheduled >= bound or time.monotonic() > deadline:
+            return scrape_
+        time.sleep(0.2)
+
+
+def wait_ready(url: str, timeout: float = 120.0) -> None:
+    """Until kube-scheduler's /readyz (`url`: its secure port) answers 200 — its informers synced — so
+    the first pod of a paced run does not wait behind its start-up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(urllib3.exceptions.HTTPError, OSError):
+            if get(url + "/readyz").status == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"kube-scheduler at {url} not ready after {timeout:g}s")
 
 
 def _matches(labels: tuple[tuple[str, str], ...], wanted: Mapping[str, str]) -> bool:

@@ -57,6 +57,7 @@ def _phase(rate: float) -> dict[str, object]:
         "kube_scheduler": {"algorithm": timing, "attempt_scheduled": timing},
         "server": {},
         "cpu_ms_per_pod": {},
+        "api_requests": {"per_pod": {"POST pods/binding": 1.0}, "per_pod_total": 1.0},
         "load_average": {"start": [0.0], "end": [0.0]},
         "correctness": {"ok": True},
     }

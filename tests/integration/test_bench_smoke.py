@@ -122,11 +122,34 @@ REAL_KEYS = {
     "ks_extender_minus_noop_mean_ms",
     "ks_filter_noop_ratio",
     "cpu_ms_per_pod",
+    "api_requests_per_pod",
+    "api_requests_per_pod_total",
+    "mode",
     "load_average",
     "targets",
     "versions",
     "phases",
 }
+
+
+def assert_api_requests_plausible(report: dict[str, Any], pods: int) -> None:
+    """kube-apiserver's counts per scheduled pod (bench/apicounts.py): every run bound each pod once
+    through the API, the driver's own creations are counted on its side and left out, our extender
+    patches the pod it places."""
+    for name, phase in report["phases"].items():
+        requests = phase["api_requests"]
+        assert requests["pods"] == pods, name
+        assert requests["harness"]["POST pods"] == pods, name  # the driver created each pod once
+        assert requests["all_clients"]["POST pods"] >= pods, name  # and kube-apiserver saw them
+        per_pod = requests["per_pod"]
+        assert per_pod == report["api_requests_per_pod"][name]
+        assert "POST pods" not in per_pod, name  # nobody but the driver creates pods
+        assert per_pod["POST pods/binding"] >= 1.0, name  # the default binder or our /bind
+        assert per_pod["PATCH pods/status"] >= 1.0, name  # the simulated kubelets: Running
+        assert requests["per_pod_total"] == report["api_requests_per_pod_total"][name]
+        assert abs(requests["per_pod_total"] - sum(per_pod.values())) < 0.001 * len(per_pod) + 1e-9, name
+        assert requests["by_flow_schema"].get("service-accounts", 0) > 0, name  # kube-scheduler's SA
+    assert report["api_requests_per_pod"]["extender"].get("PATCH pods", 0) >= 1.0  # allocation annotations
 
 
 @pytest.mark.real
@@ -135,17 +158,36 @@ def test_tiny_real_benchmark_runs_three_schedulers_and_reports_every_field(tmp_p
         binaries.find()
     except binaries.MissingBinaries as exc:
         pytest.fail(str(exc))
+    """In latency mode (`--arrival-rate`: each run's pods created at 20/s while its kube-scheduler runs);
+    the saturated mode is the next test's."""
     report = run_bench(
-        tmp_path, ["--control-plane", "real", "--nodes", "3", "--gpus-per-node", "2", "--pods", "6"]
+        tmp_path,
+        [
+            "--control-plane",
+            "real",
+            "--nodes",
+            "3",
+            "--gpus-per-node",
+            "2",
+            "--pods",
+            "6",
+            "--arrival-rate",
+            "20",
+        ],
     )
     assert report["exit"] == "completed"
     assert REAL_KEYS - set(report) == set()
     assert report["control_plane"] == "real" and report["correct"] is True
+    assert report["mode"] == "latency" and report["arrival_rate"] == 20.0
     assert set(report["phases"]) == {"baseline", "noop", "extender"}
     for name, phase in report["phases"].items():
         assert phase["bound"] == 6, name
         assert phase["kube_scheduler"]["attempts"].get("scheduled") == 6, name  # kube-scheduler's own metrics
         assert phase["cpu_ms_per_pod"]["kube-scheduler"] >= 0, name
+        assert phase["arrivals"]["created"] == 6 and phase["arrivals"]["create_to_bind_ms"]["n"] == 6, name
+        assert report["ks_algorithm_p50_ms"][name] > 0, name  # the latency the mode is for
+    assert set(report["create_to_bind_p50_ms"]) == {"baseline", "noop", "extender"}
+    assert_api_requests_plausible(report, 6)
     extender, noop = report["phases"]["extender"], report["phases"]["noop"]
     assert extender["correctness"]["oversubscribed_devices"] == 0
     assert extender["correctness"]["node_locks_held"] == 0
@@ -153,11 +195,8 @@ def test_tiny_real_benchmark_runs_three_schedulers_and_reports_every_field(tmp_p
     assert extender["ours"]["filter"]["n"] >= 6 and "patch" in extender["ours"]["filter_phases"]
     assert noop["server"]["/bench/noop"]["n"] >= 6 and "/filter" not in noop["server"]
     assert "/filter" not in report["phases"]["baseline"]["server"]
-    assert set(report["targets"]) == {
-        "extender_throughput_ratio",
-        "filter_noop_ratio",
-        "ks_filter_noop_ratio",
-    }
+    # pods/s is the arrival rate here: only the floor ratios are judged
+    assert set(report["targets"]) == {"filter_noop_ratio", "ks_filter_noop_ratio"}
     scheduler_pids = {k for k in report["child_pids"]["real-n3"] if k.startswith("scheduler-")}
     assert scheduler_pids == {"scheduler-baseline", "scheduler-noop", "scheduler-extender"}
     assert report["children_left"] == []
@@ -185,6 +224,7 @@ def test_real_benchmark_measures_an_extender_it_did_not_start(tmp_path: Path) ->
         ],
     )  # fmt: skip
     assert report["exit"] == "completed" and report["correct"] is True
+    assert report["mode"] == "saturated" and report["arrival_rate"] is None
     assert set(report["phases"]) == {"baseline", "extender"}
     assert set(report["targets"]) == {"extender_throughput_ratio"}
     assert report["extender_throughput_ratio"] > 0
@@ -194,6 +234,7 @@ def test_real_benchmark_measures_an_extender_it_did_not_start(tmp_path: Path) ->
     assert extender["correctness"]["running"] == 6 and extender["correctness"]["node_locks_held"] == 0
     assert extender["scheduler_name"] == "hami-scheduler (set by its webhook)"
     assert extender["cpu_ms_per_pod"]["external"] > 0  # the outside extender did the filter and bind work
+    assert_api_requests_plausible(report, 6)
     pids = report["child_pids"]["real-n3"]
     assert "service" not in pids and "worker" not in pids and "external" in pids
     assert report["children_left"] == []
