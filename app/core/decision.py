@@ -124,12 +124,20 @@ def allocation_annotations(
             continue
         if not any(containers):
             empty = encode_pod_single_device(containers)
-            lists = (vendor.to_allocate_annotation, vendor.allocated_annotation)
-            annotations.update((key, empty) for key in lists if key and key in vendor.pod_annotation_keys)
+            annotations.update((key, empty) for key in _padded_lists(vendor))
             continue
         ctx = AnnotationContext(node, pod or {}, dict(annotations), now_unix, nanos)
         annotations.update(vendor.pod_annotations(containers, ctx))
     return annotations
+
+
+def _padded_lists(vendor: Vendor) -> tuple[str, ...]:
+    """The list keys a vendor's `pod_annotations` writes: its allocated list, and its to-allocate list when
+    a device plugin works through it (declared with that plugin; Moore Threads' is only registered)."""
+    declared = {key.name: key for key in vendor.pod_keys}
+    to_allocate = declared.get(vendor.to_allocate_annotation)
+    lists = (vendor.to_allocate_annotation if to_allocate is not None and to_allocate.plugin else "",)
+    return tuple(k for k in (*lists, vendor.allocated_annotation) if k and k in declared)
 
 
 def stale_annotations(

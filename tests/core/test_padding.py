@@ -151,5 +151,5 @@ def test_every_vendor_on_the_node_gets_its_empty_lists_and_nothing_else(case: Ca
     assert {k: annotations.get(k) for k in case.padded} == case.padded
     assert not set(case.absent) & set(annotations), sorted(set(case.absent) & set(annotations))
     assert set(case.requested) <= set(annotations), sorted(set(case.requested) - set(annotations))
-    elsewhere = {k for v in VENDORS if v.key not in on_node for k in v.pod_annotation_keys}
+    elsewhere = {k for v in VENDORS if v.key not in on_node for k in (d.name for d in v.pod_keys)}
     assert not elsewhere & set(annotations), "a vendor without devices on the node wrote something"

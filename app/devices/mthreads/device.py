@@ -34,7 +34,6 @@ from app.devices.common import requests, template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import CapacityDevices
 from app.devices.common.config import SectionNames, parse_names
-from app.devices.common.podkeys import hami_lists
 
 VENDOR = "Mthreads"
 CORES_PER_GPU = 16
@@ -114,8 +113,10 @@ class Mthreads(CapacityDevices):
     @property
     def pod_keys(self) -> tuple[PodKey, ...]:
         return (
-            # HAMi registers the to-allocate key but never writes it (§3.7 #1): declared, so never forged
-            *hami_lists(TO_ALLOCATE, ALLOCATED, "Moore Threads' device plugin"),
+            # HAMi registers the to-allocate key but never writes it (§3.7 #1): declared, so never forged;
+            # no plugin works through it
+            PodKey(TO_ALLOCATE, ALLOCATION),
+            PodKey(ALLOCATED, ALLOCATION),
             PodKey(GPU_INDEX, ALLOCATION),  # the GPU indexes the plugin hands out
             PodKey(PREDICATE_NODE, ALLOCATION),  # the node whose plugin serves the pod
             PodKey(PREDICATE_TIME, INFO),
