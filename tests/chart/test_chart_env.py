@@ -15,7 +15,8 @@ SETTINGS_SOURCE = (REPO / "config" / "settings.py").read_text(encoding="utf-8")
 READ_BY_SETTINGS = set(re.findall(r'"(HAMI_[A-Z_]+)"', SETTINGS_SOURCE))
 # Read by config/settings.py but deliberately not set by the chart (docs/install.md):
 # HAMI_BENCH_NOOP registers the benchmark-only floor route (python -m bench), never wanted in a cluster.
-NOT_SET_BY_CHART = {"HAMI_BENCH_NOOP"}
+# HAMI_FILTER_WRITE / HAMI_BIND_WRITE_WAIT: their defaults fit the chart (auto: deferred behind the client CA)
+NOT_SET_BY_CHART = {"HAMI_BENCH_NOOP", "HAMI_FILTER_WRITE", "HAMI_BIND_WRITE_WAIT"}
 # Set by the chart but read by a library, not by config/settings.py.
 LIBRARY = {"PROMETHEUS_MULTIPROC_DIR"}
 DOWNWARD = {"POD_NAME": ("fieldRef", "metadata.name"), "POD_NAMESPACE": ("fieldRef", "metadata.namespace")}
@@ -318,3 +319,4 @@ def test_settings_loader_accepts_the_rendered_environment(
     if container == "extender":
         assert settings.http.routes == "scheduler" and settings.http.client_ca_file
         assert settings.http.bind.endswith(":8444")
+        assert settings.deferred_write, "behind kube-scheduler's client certificate /filter defers its write"
