@@ -1,12 +1,9 @@
 """A simulated kube-scheduler that calls our extender the way the HAMi chart configures it (reference §10.1).
 
 Pods whose `spec.schedulerName` is ours and that are not bound wait in a queue (priority, then arrival).
-With `default_profile` (what `sim up` and the demo run, playing the cluster's own `default-scheduler`), pods
-whose schedulerName is `default-scheduler` (or empty) and that ask for no managed resource join the same
-queue and are placed by the in-tree filters alone (cpu, memory, pods, taints, selector), as any cluster's
-default scheduler places them; the webhook leaves such pods alone. A default-scheduler pod that does ask
-for a managed resource stays Pending here (the simulation does not count whole devices outside our
-profile; in a real cluster our webhook hands such pods to us).
+With `default_profile` (`sim up`, the demo: the cluster's own `default-scheduler`), pods of that name (or
+none) asking for no managed resource join the queue and are bound by the in-tree filters alone; one asking
+for a managed resource stays Pending (in a cluster our webhook hands it to us; docs/demo.md).
 One scheduling loop takes them one at a time — filters are serial, as kube-scheduler's scheduling cycle is —
 runs the in-tree filters (`sim.schedcache`), POSTs `/filter` with `{"Pod", "NodeNames"}` in nodeTree order,
 assumes the pod on the answered node and hands `/bind` to a thread pool (binding cycles run in parallel).
