@@ -6,7 +6,7 @@ its own process (so the demo, the benchmark and chaos runs can start, kill and r
                         [--allocate-latency 0.002] [--workers 8] [--stats FILE]
     python -m sim scheduler --kubeconfig F --extender URL[,URL...] [--ca-file F | --insecure]
                         [--http-timeout 30] [--max-unschedulable 5] [--max-errors 10]
-                        [--unschedulable-timeout 5] [--stats FILE]
+                        [--unschedulable-timeout 5] [--default-profile] [--stats FILE]
 
 Both run until SIGTERM/SIGINT and rewrite their stats file (JSON) every second and once more on exit, and
 retry an API call that got no answer, 429 or 5xx (`--api-retries`, 5), as the kubelet's and
@@ -133,6 +133,11 @@ def scheduler_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-backoff", type=float, default=10.0)
     parser.add_argument("--bind-workers", type=int, default=16)
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0)
+    parser.add_argument(
+        "--default-profile",
+        action="store_true",
+        help="also place default-scheduler pods that ask for no managed resource (the cluster's default)",
+    )
 
 
 def scheduler_main(args: argparse.Namespace) -> int:
@@ -159,6 +164,7 @@ def scheduler_main(args: argparse.Namespace) -> int:
         max_backoff=args.max_backoff,
         bind_workers=args.bind_workers,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
+        default_profile=args.default_profile,
     )
     kube = Kube.from_kubeconfig(args.kubeconfig, args.bind_workers + 8, args.api_retries)
     scheduler = SimScheduler(kube, extender, config)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.controlplane import SchedulerSpec
+from sim.controlplane.base import DEFAULT_SCHEDULER
 from sim.kube import Kube
 from sim.processes import wait_for_http
 from sim.realcluster import ExternalExtender, start_real_cluster
@@ -34,8 +35,9 @@ from sim.stack import (
 )
 
 
-def extender_config(url: str, ca_file: Path | None) -> dict[str, object]:
-    """The simulated scheduler's KubeSchedulerConfiguration: the chart's extender entry, at `url`."""
+def extender_config(url: str, ca_file: Path | None, default_scheduler: bool = False) -> dict[str, object]:
+    """The simulated scheduler's KubeSchedulerConfiguration: the chart's extender entry, at `url`; with
+    `default_scheduler` a second profile, the cluster's own `default-scheduler` (in-tree only)."""
     tls = {"insecure": False, "caFile": str(ca_file)} if ca_file else {}
     extender: dict[str, object] = {
         "urlPrefix": url,
@@ -49,7 +51,10 @@ def extender_config(url: str, ca_file: Path | None) -> dict[str, object]:
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
-        "profiles": [{"schedulerName": "hami-scheduler"}],
+        "profiles": [
+            {"schedulerName": "hami-scheduler"},
+            *([{"schedulerName": DEFAULT_SCHEDULER}] if default_scheduler else []),
+        ],
         "extenders": [extender],
     }
 
@@ -64,6 +69,7 @@ def start_cluster(
     external: ExternalExtender | None = None,
     scheduler_qps: int = 0,
     replica_nodes: Sequence[str] = (),
+    default_scheduler: bool = False,
 ) -> Kube:
     """Control plane, nodes, worker, service (waited for until Ready with every node) and scheduler.
 
@@ -73,8 +79,10 @@ def start_cluster(
     kube-scheduler out (the caller plays it); `service_env` adds to or overrides the worker's and the
     service's environment; `values` are the chart's values, `external` an extender the harness did not
     start, `scheduler_qps` kube-scheduler's client rate, `replica_nodes` the nodes of the replicas' pods (real
-    control plane only; see sim.realcluster). The
-    API client returned is also `stack.kube`.
+    control plane only; see sim.realcluster), `default_scheduler` the cluster's own `default-scheduler` too
+    (`sim up`, the demo: pods that ask for no managed device are placed as in any cluster; real: a second
+    kube-scheduler process, emulator: a second profile of the simulated one). The API client returned is
+    also `stack.kube`.
     """
     if getattr(args, "control_plane", "emulator") == "real":
         return start_real_cluster(
@@ -86,6 +94,7 @@ def start_cluster(
             external=external,
             scheduler_qps=scheduler_qps,
             replica_nodes=replica_nodes,
+            default_scheduler=default_scheduler,
         )
     if external is not None:
         raise DemoFailure("an external extender needs the real control plane (--control-plane real)")
@@ -125,7 +134,7 @@ def start_cluster(
         return kube
     spec = SchedulerSpec(
         name="scheduler",
-        config=extender_config(stack.service_url, stack.ca_file),
+        config=extender_config(stack.service_url, stack.ca_file, default_scheduler),
         stats=stack.workdir / "scheduler-stats.json",
         sim_options={
             "unschedulable_timeout": args.unschedulable_timeout,

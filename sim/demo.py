@@ -8,7 +8,9 @@ included): the API emulator, the simulated GPU nodes (`python -m sim nodes`), th
 kube-scheduler (`python -m sim scheduler`). Every pod of the mix (sim.workload) goes through our `/webhook`
 first — an AdmissionReview v1 CREATE whose JSON Patch is applied, standing in for the API server's admission
 chain — and is then created. The demo waits until every pod is bound or rejected, prints the placement table
-and per-GPU bars, and writes the report (sim.report; keys in docs/demo.md).
+and per-GPU bars, and writes the report (sim.report; keys in docs/demo.md). One more pod asks for no
+managed device (`demo-plain`): the webhook leaves it alone and the cluster's own `default-scheduler`
+places it, as in any cluster (`plain_pod` in the report).
 
 Exit status: 0 when the run completed (the verdict is in the report), 1 with one line on stderr when the
 infrastructure failed (a process died, the service never became ready, pods still pending at the timeout),
@@ -41,6 +43,17 @@ from sim.stack import DemoFailure, Stack
 from sim.vendors import parse_vendors
 from sim.workload import DEMO_LABEL, demo_pods
 
+PLAIN_POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "demo-plain", "namespace": "default", "labels": {"sim.hami.io/plain": "true"}},
+    "spec": {
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+        ]
+    },
+}
+
 
 class Interrupted(Exception):
     """SIGTERM or SIGINT."""
@@ -55,6 +68,9 @@ def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, An
     pods = demo_pods(args.pods, args.seed, vendors=parse_vendors(args.vendors))
     denied: dict[str, str] = {}
     started = time.time()
+    plain_denied = create_pod(stack, PLAIN_POD)
+    if plain_denied:
+        raise DemoFailure(f"the webhook denied a pod that asks for no managed device: {plain_denied}")
     for demo in pods:
         reason = create_pod(stack, demo.manifest)
         if reason:
@@ -94,7 +110,31 @@ def run_pods(args: argparse.Namespace, stack: Stack, kube: Kube) -> dict[str, An
     while not quiet() and time.monotonic() < deadline_settle:
         stack.check()
         time.sleep(0.25)
-    return {"denied": denied, "submit_started": started, "settled_at": settled, "requested": len(pods)}
+    return {
+        "denied": denied,
+        "submit_started": started,
+        "settled_at": settled,
+        "requested": len(pods),
+        "plain_pod": plain_pod(stack, kube),
+    }
+
+
+def plain_pod(stack: Stack, kube: Kube, timeout: float = 30.0) -> dict[str, str]:
+    """Where the cluster's default scheduler placed `demo-plain` (it was created before the mix)."""
+    meta = PLAIN_POD["metadata"]
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+    deadline = time.monotonic() + timeout
+    while not podutil.node_name(pod := kube.get(path)) and time.monotonic() < deadline:
+        stack.check()
+        time.sleep(0.25)
+    if not podutil.node_name(pod):
+        raise DemoFailure(f"the pod {meta['name']} (no managed device) was not placed within {timeout:g}s")
+    return {
+        "pod": podutil.key(pod),
+        "scheduler_name": str(podutil.spec(pod).get("schedulerName") or ""),
+        "node": podutil.node_name(pod),
+        "phase": podutil.phase(pod),
+    }
 
 
 def build_report(
@@ -135,6 +175,7 @@ def build_report(
             "control_plane": stack.control_plane.kind,
             "versions": stack.control_plane.versions(),
             "pods_per_second": round(report["pods_bound"] / elapsed, 2),
+            "plain_pod": run["plain_pod"],
             "scheduling_seconds": round(run["settled_at"] - run["submit_started"], 2),
             "wall_seconds": round(time.time() - began, 2),
             "seed": args.seed,
@@ -157,6 +198,10 @@ def build_report(
     print("\n".join(placement_table(pods, nodes)))
     print()
     print("\n".join(utilisation_chart(pods, nodes)))
+    plain = run["plain_pod"]
+    print(
+        f"\nplain pod {plain['pod']} (no managed device, {plain['scheduler_name']}) placed on {plain['node']}"
+    )
     return report
 
 
@@ -175,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     failure, code, report = "", 0, None
     try:
         print(f"starting the cluster in {workdir} ...")
-        kube = start_cluster(args, stack)
+        kube = start_cluster(args, stack, default_scheduler=True)
         print(f"ready after {time.time() - began:.1f}s: {args.nodes} nodes, service at {stack.service_url}")
         run_info = run_pods(args, stack, kube)
         report = build_report(args, stack, kube, run_info, began)

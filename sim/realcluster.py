@@ -7,7 +7,8 @@ verbs on loopback, its client certificate required; `webhook`: the public routes
 container environments, as the chart's ServiceAccount user, serving the chart's TLS Secrets -> the
 chart's MutatingWebhookConfiguration at a loopback URL, probed until it mutates -> per replica the real
 kube-scheduler with the chart's KubeSchedulerConfiguration (and client certificate) -> Ready with every
-node registered.
+node registered. On request (`sim up`, the demo) the cluster's own kube-scheduler runs beside them, the
+`default-scheduler` profile without our extender, so pods that ask for no managed device are placed.
 
 `ChartSetup` keeps what the render produced, so tests and tools can add replicas or schedulers later
 (`start_replica`, `start_kube_scheduler`). Replica 0 uses the process names `worker`, `service` (the
@@ -32,7 +33,13 @@ from typing import Any
 import urllib3
 
 from sim.controlplane import SchedulerSpec, chart
-from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER, RELEASE_NAMESPACE
+from sim.controlplane.base import (
+    DEFAULT_SCHEDULER,
+    DEVICE_PLUGIN,
+    EXTENDER,
+    KUBE_SCHEDULER,
+    RELEASE_NAMESPACE,
+)
 from sim.kube import Kube, KubeError, pool_manager
 from sim.processes import wait_for_http
 from sim.serviceproxy import ServiceProxy
@@ -236,6 +243,22 @@ def start_kube_scheduler(
     stack.start_scheduler(spec)
 
 
+def start_default_scheduler(stack: Stack) -> None:
+    """The cluster's own kube-scheduler: the `default-scheduler` profile only, no extender, as the user
+    system:kube-scheduler (the bootstrap RBAC's), one instance without leader election. A process of its
+    own rather than a second profile of the chart's sidecar: a KubeSchedulerConfiguration's extenders apply
+    to every profile, and the sidecar (run from the same chart configuration in users' clusters) must never
+    act as a cluster's default scheduler; killing or restarting our replicas leaves it running, as a
+    cluster's scheduler is."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": DEFAULT_SCHEDULER}],
+    }
+    stack.start_scheduler(SchedulerSpec(name=DEFAULT_SCHEDULER, config=config, user=KUBE_SCHEDULER))
+
+
 def start_real_cluster(
     args: argparse.Namespace,
     stack: Stack,
@@ -246,13 +269,15 @@ def start_real_cluster(
     external: ExternalExtender | None = None,
     scheduler_qps: int = 0,
     replica_nodes: Sequence[str] = (),
+    default_scheduler: bool = False,
 ) -> Kube:
     """The stack of `sim.cluster.start_cluster` on the real control plane, with the chart's `values`
     (`replicas`: that many replicas, each with its own kube-scheduler as the chart deploys them;
     `leaderElection.mode`; replica i as the pod on `replica_nodes[i]` when given, see sim.replicapods).
     Without a scheduler leader election is off (in follow mode nothing else would make a replica the
     leader). `stack.service_url` ends as the leader's URL. With `external`, none of
-    ours runs: the control plane, the nodes and one kube-scheduler at the given extender."""
+    ours runs: the control plane, the nodes and one kube-scheduler at the given extender. `default_scheduler`:
+    the cluster's own kube-scheduler as well (`start_default_scheduler`)."""
     values = {**vendor_values(getattr(args, "vendors", "nvidia")), **(values or {})}
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
@@ -261,6 +286,8 @@ def start_real_cluster(
     if external is not None and not external.url:  # no extender: the stock NVIDIA plugin's behaviour
         kubelet.append("--stock-gpus")
     start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), *kubelet)
+    if default_scheduler:
+        start_default_scheduler(stack)
     if external is not None:
         start_external(stack, setup, external, scheduler, scheduler_qps)
         return stack.kube

@@ -1,6 +1,9 @@
 """A simulated kube-scheduler that calls our extender the way the HAMi chart configures it (reference §10.1).
 
 Pods whose `spec.schedulerName` is ours and that are not bound wait in a queue (priority, then arrival).
+With `default_profile` (`sim up`, the demo: the cluster's own `default-scheduler`), pods of that name (or
+none) asking for no managed resource join the queue and are bound by the in-tree filters alone; one asking
+for a managed resource stays Pending (in a cluster our webhook hands it to us; docs/demo.md).
 One scheduling loop takes them one at a time — filters are serial, as kube-scheduler's scheduling cycle is —
 runs the in-tree filters (`sim.schedcache`), POSTs `/filter` with `{"Pod", "NodeNames"}` in nodeTree order,
 assumes the pod on the answered node and hands `/bind` to a thread pool (binding cycles run in parallel).
@@ -44,6 +47,7 @@ from sim.schedcache import SchedulerCache
 logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 UNSCHEDULABLE, ERROR = "unschedulable", "error"
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class SchedulerConfig:
     max_backoff: float = 10.0
     bind_workers: int = 16
     percentage_of_nodes_to_score: int = 0
+    default_profile: bool = False
 
 
 @dataclass
@@ -158,7 +163,10 @@ class SimScheduler:
         self._cluster_event()
 
     def _ours(self, pod: Mapping[str, Any]) -> bool:
-        return podutil.spec(pod).get("schedulerName") == self.config.scheduler_name
+        name = podutil.spec(pod).get("schedulerName") or DEFAULT_SCHEDULER
+        if name == self.config.scheduler_name:
+            return True
+        return self.config.default_profile and name == DEFAULT_SCHEDULER and not self.extender.interested(pod)
 
     def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
         key = podutil.key(pod)

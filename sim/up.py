@@ -3,8 +3,9 @@
     python -m sim up --control-plane real|emulator --nodes N --gpus-per-node G --workdir D [--mig-nodes M]
 
 Starts the control plane (real: etcd, kube-apiserver, the chart's RBAC, the chart's webhook registered with
-its caBundle, the real kube-scheduler with the chart's KubeSchedulerConfiguration; emulator: the API
-emulator and the simulated kube-scheduler), the simulated GPU nodes with their kubelets and HAMi device
+its caBundle, the real kube-scheduler with the chart's KubeSchedulerConfiguration and the cluster's own
+kube-scheduler (`default-scheduler`, no extender); emulator: the API emulator and the simulated
+kube-scheduler with both profiles), the simulated GPU nodes with their kubelets and HAMi device
 plugin, our registration worker and Gunicorn. Then writes `D/kubeconfig` (admin) and, once everything is
 Ready, `D/ready` (JSON: control plane, versions, the service's URL and CA, every PID). Stays in the
 foreground until SIGINT or SIGTERM, then stops every process it started by PID and process group, and
@@ -12,7 +13,8 @@ removes `D/ready`.
 
 With the real control plane, `kubectl --kubeconfig D/kubeconfig` creates GPU pods that go through our
 webhook and the real kube-scheduler with our extender. The emulator calls no webhook: a pod created there
-must carry `schedulerName: hami-scheduler` itself.
+must carry `schedulerName: hami-scheduler` itself. On both, a pod that asks for no managed device keeps
+`default-scheduler` and is placed by it, as in any cluster.
 
 Exit status: 0 after a clean stop, 1 with one line on stderr when the stack failed to start or a process
 died, 2 for bad arguments.
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     stack = Stack(workdir)
     code = 0
     try:
-        start_cluster(args, stack)
+        start_cluster(args, stack, default_scheduler=True)
         assert stack.control_plane is not None
         atomic_write_json(
             ready,

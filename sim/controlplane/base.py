@@ -42,6 +42,10 @@ class User:
 ADMIN = User("admin", ("system:masters",))
 EXTENDER = User.service_account(RELEASE_NAMESPACE, SERVICE_ACCOUNT)  # the chart's pod: all three containers
 DEVICE_PLUGIN = User.service_account(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_ACCOUNT)  # sim nodes + kubelet
+# The cluster's own kube-scheduler (`default-scheduler`): the bootstrap RBAC binds system:kube-scheduler,
+# system:volume-scheduler and the extension-apiserver-authentication reader to this user, as in kubeadm.
+KUBE_SCHEDULER = User("system:kube-scheduler")
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class SchedulerSpec:
     verbosity: int = 1
     stats: Path | None = None  # the simulated scheduler's stats file
     sim_options: Mapping[str, object] = field(default_factory=dict)  # more `python -m sim scheduler` flags
+    user: User | None = None  # the real kube-scheduler's identity; None: the chart's ServiceAccount
 
 
 class ControlPlane(Protocol):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.controlplane.base import SchedulerSpec, User
+from sim.controlplane.base import DEFAULT_SCHEDULER, SchedulerSpec, User
 from sim.processes import ChildProcess, ProcessSet, wait_for_http
 
 PY = sys.executable
@@ -27,6 +27,8 @@ def scheduler_flags(config: Any) -> list[str]:
     profile = (config.get("profiles") or [{}])[0]
     flags = ["--extender", str(extender["urlPrefix"])]
     flags += ["--scheduler-name", str(profile.get("schedulerName") or "hami-scheduler")]
+    if any(p.get("schedulerName") == DEFAULT_SCHEDULER for p in (config.get("profiles") or [])[1:]):
+        flags.append("--default-profile")  # a second profile: the cluster's own default scheduler
     tls = extender.get("tlsConfig") or {}
     if tls.get("insecure"):
         flags.append("--insecure")

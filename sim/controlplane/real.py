@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from sim.apiserver import kubeconfig as kubeconfig_file
 from sim.apiserver import tls
 from sim.controlplane import binaries
-from sim.controlplane.base import ADMIN, DEVICE_PLUGIN, EXTENDER, SchedulerSpec, User
+from sim.controlplane.base import ADMIN, DEVICE_PLUGIN, EXTENDER, KUBE_SCHEDULER, SchedulerSpec, User
 from sim.processes import ChildProcess, ProcessSet
 
 SERVICE_CIDR = "10.0.0.0/24"
@@ -84,7 +84,7 @@ class RealControlPlane:
     def __init__(
         self,
         workdir: Path,
-        users: tuple[User, ...] = (EXTENDER, DEVICE_PLUGIN),
+        users: tuple[User, ...] = (EXTENDER, DEVICE_PLUGIN, KUBE_SCHEDULER),
         verbosity: int = 1,
         apiserver_args: tuple[str, ...] = (),
     ) -> None:
@@ -226,10 +226,11 @@ class RealControlPlane:
     # --- kube-scheduler -------------------------------------------------------------------------------------
 
     def start_scheduler(self, spec: SchedulerSpec) -> ChildProcess:
-        """kube-scheduler with `spec.config` (a KubeSchedulerConfiguration), as the chart's ServiceAccount."""
+        """kube-scheduler with `spec.config` (a KubeSchedulerConfiguration), as `spec.user` (by default the
+        chart's ServiceAccount)."""
         folder = self.workdir / spec.name
         folder.mkdir(parents=True, exist_ok=True)
-        kubeconfig = str(self.kubeconfig_for(EXTENDER))
+        kubeconfig = str(self.kubeconfig_for(spec.user or EXTENDER))
         config: dict[str, Any] = dict(spec.config)
         config["clientConnection"] = {
             **(config.get("clientConnection") or {}),

@@ -1,6 +1,7 @@
 """`python -m sim up` as the issue specifies: D/kubeconfig (admin), then D/ready; in the foreground until
 SIGTERM; then every process it started is gone (by PID) and D/ready removed. On the real control plane a pod
-created with the admin kubeconfig is scheduled through our webhook, kube-scheduler and extender."""
+created with the admin kubeconfig is scheduled through our webhook, kube-scheduler and extender; on both, a
+pod that asks for no managed device is placed by the cluster's default scheduler (issue 22, scope 4)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ GPU_POD = {
     "metadata": {"name": "up-gpu", "namespace": "default"},
     "spec": {
         "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    },
+}
+PLAIN_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "up-plain", "namespace": "default"},
+    "spec": {
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]
     },
 }
 
@@ -55,10 +64,16 @@ def test_sim_up_serves_until_sigterm_and_leaves_nothing(tmp_path: Path, control_
         if control_plane == "emulator":  # the emulator calls no webhook (docs/emulator.md)
             pod = {**pod, "spec": {**pod["spec"], "schedulerName": "hami-scheduler"}}
         kube.create(pod_path("default"), pod)
+        kube.create(pod_path("default"), PLAIN_POD)
         while podutil.phase(created := kube.get(pod_path("default", "up-gpu"))) != "Running":
             assert time.monotonic() < deadline, up.log_tail()
             time.sleep(0.2)
         assert podutil.annotations_of(created)["hami.io/bind-phase"] == "success"
+        while not podutil.node_name(plain := kube.get(pod_path("default", "up-plain"))):
+            assert time.monotonic() < deadline, up.log_tail()
+            time.sleep(0.2)
+        assert podutil.spec(plain)["schedulerName"] == "default-scheduler"  # the webhook left it alone
+        assert podutil.annotations_of(plain).get("hami.io/vgpu-node") is None
         kube.close()
         os.kill(up.pid, signal.SIGTERM)
         up_deadline = time.monotonic() + 60

@@ -34,7 +34,16 @@ HAMI_REASONS = (
 )
 CHILDREN = {
     "emulator": {"apiserver", "nodes", "worker", "service", "scheduler"},
-    "real": {"etcd", "kube-apiserver", "nodes", "worker", "extender", "service", "scheduler"},
+    "real": {
+        "etcd",
+        "kube-apiserver",
+        "nodes",
+        "worker",
+        "extender",
+        "service",
+        "scheduler",
+        "default-scheduler",
+    },
 }
 
 
@@ -78,6 +87,9 @@ def test_small_demo_run_keeps_every_invariant(tmp_path: Path, control_plane: str
     assert report["pods_per_second"] > 0
     assert report["settings"]["tls"] is True
     assert report["control_plane"] == control_plane
+    # the pod that asks for no managed device: left alone by the webhook, placed by the default scheduler
+    assert report["plain_pod"]["pod"] == "default/demo-plain" and report["plain_pod"]["node"]
+    assert report["plain_pod"]["scheduler_name"] == "default-scheduler"
     if control_plane == "real":  # kube-scheduler's own events carry our extender's reasons
         assert set(report["rejected"]) <= set(report["failed_scheduling"])
         for message in report["failed_scheduling"].values():
@@ -90,3 +102,5 @@ def test_small_demo_run_keeps_every_invariant(tmp_path: Path, control_plane: str
     assert [pid for pids in report["child_pids"].values() for pid in pids if pid_alive(pid)] == []
     log = (tmp_path / "demo.log").read_text()
     assert "pods_bound=" in log and "DEVICES" in log and "tasks" in log
+    node = report["plain_pod"]["node"]
+    assert f"plain pod default/demo-plain (no managed device, default-scheduler) placed on {node}" in log

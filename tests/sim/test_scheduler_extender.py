@@ -179,6 +179,21 @@ def test_pods_without_managed_resources_or_for_other_schedulers(kube: Kube, star
     assert podutil.node_name(pod_of(kube, "foreign")) == ""
 
 
+def test_the_default_profile_places_plain_pods_of_default_scheduler(kube: Kube, start: Any) -> None:
+    """`sim up` and the demo play the cluster's own default scheduler: a pod asking for no managed device
+    (schedulerName default-scheduler, or none) is placed in-tree without our extender; a default-scheduler
+    pod that asks for a GPU is not ours to place (the webhook would have handed it to hami-scheduler)."""
+    fake, _ = start(default_profile=True)
+    make_pod(kube, "plain-default", scheduler="default-scheduler", gpu=False)
+    make_pod(kube, "plain-unnamed", scheduler="", gpu=False)
+    make_pod(kube, "gpu-default", scheduler="default-scheduler")
+    for name in ("plain-default", "plain-unnamed"):
+        wait_for(lambda n=name: podutil.node_name(pod_of(kube, n)), 10, f"{name} bound in-tree")
+    time.sleep(0.3)
+    assert fake.calls == []
+    assert podutil.node_name(pod_of(kube, "gpu-default")) == ""
+
+
 def test_errors_are_retried_with_backoff(kube: Kube, start: Any) -> None:
     def flaky(payload: dict[str, Any], count: int) -> tuple[int, Any]:
         if count == 1:

@@ -33,3 +33,19 @@ def test_tls_settings_become_flags(tls: dict[str, Any], expected: list[str]) -> 
     assert flags[:4] == ["--extender", "https://127.0.0.1:8444", "--scheduler-name", "hami-scheduler"]
     assert flags[4:-2] == expected
     assert flags[-2:] == ["--http-timeout", "30"]
+
+
+@pytest.mark.parametrize(
+    ("profiles", "default_profile"),
+    [
+        pytest.param(["hami-scheduler"], False, id="ours-only"),
+        pytest.param(["hami-scheduler", "default-scheduler"], True, id="with-default-scheduler"),
+    ],
+)
+def test_a_second_default_scheduler_profile_becomes_the_default_profile_flag(
+    profiles: list[str], default_profile: bool
+) -> None:
+    """`sim up` and the demo add the cluster's default scheduler as a second profile (issue 22)."""
+    flags = scheduler_flags({**config({}), "profiles": [{"schedulerName": name} for name in profiles]})
+    assert flags[:4] == ["--extender", "https://127.0.0.1:8444", "--scheduler-name", "hami-scheduler"]
+    assert ("--default-profile" in flags) is default_profile
