@@ -250,6 +250,12 @@ def fired(rule: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.control_plane == "real":
+        if args.two_leaders or args.vendors != "nvidia":  # never silently ignored
+            print(
+                "sim chaos: --two-leaders and --vendors need the emulator (--control-plane emulator)",
+                file=sys.stderr,
+            )
+            return 2
         from sim.chaosreal import run as run_real
 
         return run_real(args)

@@ -1,13 +1,18 @@
 """The two-leader fault's parts (sim/skewclock.py, sim/twoleaders.py): a process whose wall clock is stepped
-back and forward while it runs, and the decisions counted from a replica's /metrics."""
+back and forward while it runs, the decisions counted from a replica's /metrics, and the storm's options
+that cannot be honoured refused up front."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from sim.chaos import add_arguments, run
 from sim.skewclock import Offset, write_offset
 from sim.testing import REPO_ROOT
 from sim.twoleaders import decisions
@@ -64,3 +69,22 @@ hami_scheduler_bind_results_total{reason="already-bound",result="bound"} 1.0
 def test_decisions_count_placements_and_bindings() -> None:
     assert decisions(METRICS) == (12, 8)
     assert decisions("") == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--control-plane", "real", "--two-leaders", "1"],
+        ["--control-plane", "real", "--vendors", "nvidia+awsneuron"],
+        ["--vendors", "nvidia+nosuchvendor"],
+        ["--replicas", "1", "--two-leaders", "1"],
+    ],
+    ids=["two-leaders-on-real", "vendors-on-real", "unknown-vendor", "two-leaders-one-replica"],
+)
+def test_options_the_storm_cannot_honour_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(argv)) == 2  # before anything starts
+    assert capsys.readouterr().err.startswith("sim chaos: ")

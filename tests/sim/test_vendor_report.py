@@ -1,6 +1,7 @@
 """The demo's verdict over every vendor (sim/report.py): devices of Ascend, Cambricon and NVIDIA nodes as
 the vendors register or derive them, loads from each vendor's allocation annotation, bound pods counted per
-vendor, both kinds of node lock, and two pods on one NeuronCore (sim/devicerules.py) as the storm sees them."""
+vendor, both kinds of node lock, and two pods on one NeuronCore (sim/devicerules.py) as the storm sees
+them."""
 
 from __future__ import annotations
 
