@@ -14,8 +14,8 @@ device, over the holders' allocations as their annotations record them:
   Metax GPU, Enflame GCU) take an idle card only, so two holders is one too many; and on the vendors whose
   Fit refuses to share a card a pod takes 100 % of the cores of (HAMi's template loop and NVIDIA's:
   `total_core == 100 and cores == 100 and used > 0`, and no cores left for a pod asking none) — NVIDIA,
-  Hygon, Cambricon, Iluvatar, Metax sGPU — a holder with all 100 cores shares with nobody (Metax sGPU: but
-  online pods, whose Fit skips the core checks);
+  Hygon, Cambricon, Iluvatar, Metax sGPU — a pod with a container that took all 100 cores shares the
+  device with nobody (Metax sGPU: but online pods, whose Fit skips the core checks);
 - `vxpu-template` (Kunlunxin vXPU): a device is shared only by vXPUs of one size
   (`app.devices.kunlun.vxpu.fits_vxpu`: `usedmem / used == memreq`);
 - `app-class`, `qos` (Metax sGPU, `app.devices.metax.sgpu_fit`): pods with an app class (online/offline)
@@ -58,11 +58,10 @@ ALONE_AT_FULL_CORES = (Nvidia, Hygon, Cambricon, Iluvatar, MetaxSgpu)
 @dataclass(frozen=True)
 class Holder:
     """One pod holding a device: its key, its allocation's entries naming the device (every container, as
-    the annotation lists them) and its collapsed use of the device (slots, memory, cores)."""
+    the annotation lists them) and its annotations."""
 
     pod: str
     entries: tuple[ContainerDevice, ...]
-    cores: int = 0
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -101,12 +100,18 @@ def _exclusive(device: DeviceInfo, vendor: object, holders: Sequence[Holder]) ->
         return False
     online = [_app_class(h) == ONLINE for h in holders] if isinstance(vendor, MetaxSgpu) else []
     for index, holder in enumerate(holders):
-        if holder.cores < FULL_CORES or (online and online[index]):
+        if not _takes_all_cores(holder) or (online and online[index]):
             continue
         others = [i for i in range(len(holders)) if i != index]
         if not online or not all(online[i] for i in others):
             return True
     return False
+
+
+def _takes_all_cores(holder: Holder) -> bool:
+    """One of the pod's containers asked all the device's cores (the Fits' rule is per request: two
+    containers of 50 % each share the device like two pods would)."""
+    return any(entry.usedcores >= FULL_CORES for entry in holder.entries)
 
 
 def _app_class(holder: Holder) -> str:
@@ -121,7 +126,7 @@ def _metax_sgpu(holders: Sequence[Holder]) -> list[str]:
         found.append("app-class")
     policies: set[str] = set()
     for holder, app in zip(holders, classes, strict=True):
-        if app == ONLINE or holder.cores >= FULL_CORES:
+        if app == ONLINE or _takes_all_cores(holder):
             continue
         tags = usage_tags(holder.annotations)
         policies.update(t[len(QOS_TAG) :] for t in tags if t.startswith(QOS_TAG) and t != QOS_TAG)

@@ -185,7 +185,7 @@ def device_loads(
             load.cores += cores
             load.pods.append(podutil.key(pod))
             notes = podutil.annotations_of(pod)
-            load.holders.append(Holder(podutil.key(pod), entries.get(uuid, ()), cores, notes))
+            load.holders.append(Holder(podutil.key(pod), entries.get(uuid, ()), notes))
     return list(loads.values()), misplaced, broken
 
 

@@ -18,7 +18,13 @@ def device(vendor: str, count: int, devmem: int, devcore: int, mode: str = "") -
 
 def holder(name: str, vendor: str, cores: int, mem: int = 0, notes: dict[str, str] | None = None) -> Holder:
     entry = ContainerDevice(f"dev-{vendor}", vendor, mem, cores)
-    return Holder(name, (entry,), cores, notes or {})
+    return Holder(name, (entry,), notes or {})
+
+
+def halves(name: str) -> Holder:
+    """A pod whose two containers took 50 % of the cores each."""
+    entry = ContainerDevice("dev-NVIDIA", "NVIDIA", 1000, 50)
+    return Holder(name, (entry, entry), {})
 
 
 NEURON = device("AWSNeuron", 2, 0, 3)
@@ -43,6 +49,8 @@ CASES = [
     ("gcu-alone", device("GCU", 1, 100, 100), [holder("a", "GCU", 100, 100)], []),
     ("nvidia-full-cores-shared", device("NVIDIA", 10, 81920, 100),
      [holder("a", "NVIDIA", 100, 1000), holder("b", "NVIDIA", 0, 1000)], ["exclusive"]),
+    ("nvidia-two-containers-of-halves-and-another-pod", device("NVIDIA", 10, 81920, 100),
+     [holder("a", "NVIDIA", 0, 1000), halves("b")], []),
     ("nvidia-halves", device("NVIDIA", 10, 81920, 100),
      [holder("a", "NVIDIA", 50, 1000), holder("b", "NVIDIA", 50, 1000)], []),
     ("nvidia-mig-not-judged", device("NVIDIA", 7, 81920, 100, "mig"),
