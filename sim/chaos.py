@@ -3,7 +3,7 @@ verdict from the API alone: no pod lost, no GPU oversubscribed, no node left loc
 equal to a rebuild from the API.
 
     python -m sim chaos --seed S --pods N --workers W --replicas R --fault-rate F --kill-leader K
-                        --long-faults L --lag SECONDS --report FILE
+                        --long-faults L --lag SECONDS [--vendors KINDS] [--two-leaders T] --report FILE
 
 Runs, each a child process stopped by PID at the end (also on failure or Ctrl-C): the API emulator (seeded
 faults), the simulated GPU nodes, R replicas of the extender (registration worker + Gunicorn with W
@@ -11,9 +11,12 @@ workers, acquire-mode election on a 4 s Lease, each with its own state dir) and 
 reaching them through a Service (the Ready replica). Then: fault rules at rate F on, N pods (sim.workload's
 mix, about 1.3x what fits) arriving over time through the webhook, some deleted and recreated under the
 same name, the leader SIGKILLed K times and restarted, L rounds of long faults on the workers (watches held
-up and relists held `--lag` seconds, worker restarts: sim.stormfaults) (sim.storm); wait until every pod is
-bound or rejected; faults off; a quiet period; the verdict (sim.chaoscheck) and the report (keys in
-docs/chaos.md).
+up and relists held `--lag` seconds, worker restarts: sim.stormfaults), T times two leaders at once (the
+leader's worker stalled and its clock stepped back while the standby takes over: sim.twoleaders)
+(sim.storm); wait until every pod is bound or rejected; faults off; a quiet period; the verdict
+(sim.chaoscheck, each vendor's devices by its rules) and the report (keys in docs/chaos.md). `--vendors`
+builds a mixed cluster as the demo does (sim.vendors: node kinds cycled over the nodes, the other vendors'
+pods in the mix, their device-config on the replicas).
 
 Exit status: 0 when the verdict passed, 3 when an invariant was violated (the report says which), 1 when
 the infrastructure failed (one line on stderr; the work dir is kept), 130 when interrupted.
@@ -37,8 +40,8 @@ import urllib3
 
 from sim import podutil
 from sim.actors import stats_of
-from sim.chaoscheck import ledger_check, locks, outcomes, oversubscription, utilisation
 from sim.chaosplan import Plan, make_plan
+from sim.chaosverdict import INFLIGHT_TTL, SELECTOR, passed, verdict
 from sim.command import Command
 from sim.forger import Forger
 from sim.kube import Kube, KubeError, atomic_write_json
@@ -46,25 +49,14 @@ from sim.ledgerwatch import LedgerWatch
 from sim.observe import Journal, Observer
 from sim.pki import ChartPki
 from sim.replicas import Election, Replicas
-from sim.stack import PY, DemoFailure, Stack, flags
+from sim.stack import PY, DemoFailure, Stack, flags, vendor_env
 from sim.storm import Storm
 from sim.testing import EmulatorHandle, HookError
-from sim.workload import DEMO_LABEL
+from sim.twoleaders import TwoLeaderPlan
+from sim.vendors import parse_vendors
 
-SELECTOR = f"{DEMO_LABEL}=true"
-SCHEDULER = "hami-scheduler"
-INFLIGHT_TTL = 60.0
 NODELOCK_EXPIRE = "30s"  # HAMI_NODELOCK_EXPIRE (default 5 min): shorter than the storm's long faults
 PODS_PER_NODE = 28  # of the mix per 8-GPU node: about 1.3 x what fits at once (docs/chaos.md)
-VERDICT_ZEROS = (
-    "pods_lost",
-    "oversubscribed_devices",
-    "oversubscribed_max_during_run",
-    "leaked_locks",
-    "cache_rebuild_mismatches",
-    "ledger_dropped_rows",
-    "forged_accepted",
-)
 
 
 class Interrupted(Exception):
@@ -109,6 +101,7 @@ def start_cluster(args: argparse.Namespace, stack: Stack, replicas: Replicas) ->
         gpus_per_node=args.gpus_per_node,
         allocate_latency=args.allocate_latency,
         stats=stack.workdir / "nodes-stats.json",
+        vendors=args.vendors,
     )
     stack.start("nodes", [PY, "-m", "sim", "nodes", *node_flags])
     wait_until(f"{args.nodes} nodes", lambda: len(hooks.list("nodes")) >= args.nodes, 60, stack)
@@ -167,7 +160,14 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
     )
     for rule in plan.faults:
         hooks.add_fault(**rule)
-    run = Storm(plan, replicas, stack.kube, hooks, restart_delay=args.restart_delay)
+    run = Storm(
+        plan,
+        replicas,
+        stack.kube,
+        hooks,
+        restart_delay=args.restart_delay,
+        two_leaders=TwoLeaderPlan(plan.two_leaders, args.two_leader_stall, args.clock_step),
+    )
     observer = Observer(hooks, replicas, SELECTOR).start()
     ledger_watch = LedgerWatch(replicas, lambda: hooks.list("pods", label_selector=SELECTOR)).start()
     forger = Forger(
@@ -216,30 +216,6 @@ def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas
     }
 
 
-def verdict(
-    args: argparse.Namespace, expected: list[str], replicas: Replicas, hooks: EmulatorHandle
-) -> dict[str, Any]:
-    pods = hooks.list("pods", label_selector=SELECTOR)
-    nodes = hooks.list("nodes")
-    report: dict[str, Any] = outcomes(pods, expected)
-    over = oversubscription(pods, nodes)
-    report.update({"oversubscribed_devices": len(over), "oversubscribed": over, **locks(nodes, pods)})
-    report.update(utilisation(pods, nodes))
-    leader = next(iter(replicas.ready_ones()), None)
-    if leader is None:
-        raise DemoFailure("no Ready replica at the end: nobody's ledger to check")
-    deadline = time.monotonic() + args.ledger_wait
-    while True:
-        ours = hooks.list("pods", field_selector=f"spec.schedulerName={SCHEDULER}")
-        ledger = ledger_check(leader.state_dir, ours, SCHEDULER, INFLIGHT_TTL, time.time())
-        clean = not ledger["cache_rebuild_mismatches"] and not ledger["ledger_orphan_rows"]
-        if clean or time.monotonic() > deadline:
-            break
-        time.sleep(1.0)
-    report.update({"ledger_of": leader.name, **ledger})
-    return report
-
-
 def build_report(args: argparse.Namespace, plan: Plan, replicas: Replicas, stack: Stack) -> dict[str, Any]:
     ran = storm(args, plan, stack, replicas)
     expected = [k for k in plan.keys if k not in ran["storm"]["webhook_denied"]]
@@ -272,24 +248,14 @@ def fired(rule: dict[str, Any]) -> str:
     return f"{match}: {what} p={rule['probability']:g} fired {rule['fired']}"
 
 
-def passed(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
-    """The violated acceptance conditions (empty: the storm passed)."""
-    failures = [f"{key}={report[key]}" for key in VERDICT_ZEROS if report.get(key)]
-    if args.fault_rate > 0 and not report.get("faults_injected"):
-        failures.append("faults_injected=0")
-    if args.forgeries > 0 and not report.get("forged_calls"):
-        failures.append("forged_calls=0")
-    # the victim restarts only once another replica took over (sim.storm): each kill owes a failover
-    owed = args.kill_leader if args.replicas > 1 else 0
-    if report.get("leader_failovers", 0) < owed:
-        failures.append(f"leader_failovers={report.get('leader_failovers')} < {owed}")
-    if report.get("ledger_orphan_rows"):
-        failures.append(f"ledger_orphan_rows={len(report['ledger_orphan_rows'])}")
-    return failures
-
-
 def run(args: argparse.Namespace) -> int:
     if args.control_plane == "real":
+        if args.two_leaders or args.vendors != "nvidia":  # never silently ignored
+            print(
+                "sim chaos: --two-leaders and --vendors need the emulator (--control-plane emulator)",
+                file=sys.stderr,
+            )
+            return 2
         from sim.chaosreal import run as run_real
 
         return run_real(args)
@@ -297,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes is None:
         args.nodes = max(4, math.ceil(args.pods / PODS_PER_NODE))
     try:
+        kinds = parse_vendors(args.vendors)
         plan = make_plan(
             args.seed,
             args.pods,
@@ -307,6 +274,8 @@ def run(args: argparse.Namespace) -> int:
             fault_rate=args.fault_rate,
             long_faults=args.long_faults,
             lag=args.lag,
+            vendors=() if all(kind == ("nvidia",) for kind in kinds) else kinds,
+            two_leaders=args.two_leaders,
         )
     except ValueError as exc:
         print(f"sim chaos: {exc}", file=sys.stderr)
@@ -315,8 +284,13 @@ def run(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack(workdir)
     election = Election(args.lease_duration, args.renew_deadline, args.retry_period)
-    env = {"HAMI_INFLIGHT_TTL": f"{INFLIGHT_TTL:g}s", "HAMI_NODELOCK_EXPIRE": NODELOCK_EXPIRE}
-    replicas = Replicas(stack, args.replicas, args.workers, election, env, ChartPki.create(workdir / "pki"))
+    env = {
+        "HAMI_INFLIGHT_TTL": f"{INFLIGHT_TTL:g}s",
+        "HAMI_NODELOCK_EXPIRE": NODELOCK_EXPIRE,
+        **vendor_env(args.vendors, workdir),
+    }
+    pki = ChartPki.create(workdir / "pki")
+    replicas = Replicas(stack, args.replicas, args.workers, election, env, pki, clocks=args.two_leaders > 0)
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     failure, code, report = "", 0, None
     try:
@@ -358,6 +332,8 @@ def run(args: argparse.Namespace) -> int:
                         "long_faults",
                         "lag",
                         "forgeries",
+                        "vendors",
+                        "two_leaders",
                     )
                 },
                 "child_pids": stack.pids,
@@ -393,6 +369,9 @@ SUMMARY_KEYS = (
     "disruptions_by_kind",
     "forged_calls",
     "forged_accepted",
+    "two_leader_windows",
+    "two_leader_old_decisions",
+    "pods_bound_by_vendor",
     "wall_seconds",
 )
 
@@ -414,6 +393,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--forgeries", type=int, default=300, help="forged /filter and /bind calls (sim.forger)"
     )
     parser.add_argument("--forge-rate", type=float, default=3.0, help="forged calls per second")
+    parser.add_argument("--vendors", default="nvidia", help="node kinds over the nodes, as the demo's")
+    parser.add_argument("--two-leaders", type=int, default=0, help="two-leader faults (sim.twoleaders)")
+    parser.add_argument("--two-leader-stall", type=float, default=20.0, help="seconds the worker stalls")
+    parser.add_argument("--clock-step", type=float, default=20.0, help="seconds its clock steps back")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     parser.add_argument("--nodes", type=int, default=None, help="GPU nodes (default: pods / 28)")
     parser.add_argument("--gpus-per-node", type=int, default=8)

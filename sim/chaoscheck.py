@@ -1,37 +1,47 @@
 """The chaos storm's verdict, from the API alone (read through the emulator's fault-free hooks) and from
 the leader's own ledger file.
 
-- Outcome per pod: `bound` (bound, and for a GPU pod allocated: bind-phase `success`, nothing left in
-  `hami.io/vgpu-devices-to-allocate`, Running or Succeeded), `unschedulable` (not bound, rejected by the
+- Outcome per pod: `bound` (bound, Running or Succeeded, and allocated: no device left in any vendor's
+  to-allocate annotation its device plugin consumes — `hami.io/vgpu-devices-to-allocate`, ... — and for
+  an NVIDIA pod bind-phase `success`), `unschedulable` (not bound, rejected by the
   simulated kube-scheduler as unschedulable), else lost, with the reason: `pending` (neither bound nor
   rejected), `rejected-after-errors` (the scheduler gave up after errors, not for lack of capacity),
   `not-allocated` (bound but never allocated), `failed` (the kubelet failed it, e.g. Allocate served it
   another pod's devices) or `missing` (created, then gone).
-- Oversubscription: sim.report's per-device sums (init containers collapsed).
+- Oversubscription: sim.report's per-device sums (init containers collapsed), and each vendor's sharing
+  rules over the device's holders (sim.devicerules: AWS Neuron core masks held twice, whole cards held
+  twice, two Kunlunxin vXPU sizes on one device, Metax sGPU classes or QoS mixed).
 - Leaked node locks: a `hami.io/mutex.lock` still on a node whose owner no longer needs it — gone, terminal,
   never bound (its bind failed), bound elsewhere, or bound and allocated. Only an owner bound to the node
   and still waiting for Allocate legitimately holds one (it then shows up as a lost pod instead).
 - Ledger vs API: the leader's live ledger against a rebuild from a fresh pod list with the worker's own
-  rules (`workers.reconcile.rebuild` and `compare`); plus rows whose pod no longer exists at all.
+  rules (`workers.reconcile.rebuild` and `compare`) and the vendors the replicas run with (a mixed cluster's
+  device-config); plus rows whose pod no longer exists at all.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.core import nodelock
+from app.core import codec, nodelock
+from app.core.vendor import Vendor
 from app.devices import build_vendors
 from app.state.ledger import Ledger
 from sim import podutil
 from sim.report import LOCK, device_loads, inventory
+from sim.vendors import PARTS
 from sim.workload import KIND_LABEL
 from workers.reconcile import Rules, compare, rebuild
 
 Obj = dict[str, Any]
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+# the to-allocate lists a device plugin consumes (HAMi's protocol; the other plugins read their own keys)
+TO_ALLOCATE_KEYS = tuple(
+    sorted({TO_ALLOCATE} | {p.to_allocate for make in PARTS.values() if (p := make("n")).plugin == "hami"})
+)
 ALLOCATED_PHASES = ("Running", "Succeeded")
 
 
@@ -39,11 +49,19 @@ def allocated(pod: Mapping[str, Any]) -> bool:
     notes = podutil.annotations_of(pod)
     if podutil.phase(pod) not in ALLOCATED_PHASES:
         return False
-    if not podutil.gpu_containers(pod):
+    if any(_names_devices(notes.get(key, "")) for key in TO_ALLOCATE_KEYS):
+        return False
+    return not podutil.gpu_containers(pod) or notes.get(nodelock.BIND_PHASE) == nodelock.PHASE_SUCCESS
+
+
+def _names_devices(value: str) -> bool:
+    """A to-allocate annotation that still lists a device (an unreadable one counts as listing one)."""
+    if not value:
+        return False
+    try:
+        return any(codec.decode_pod_single_device(value))
+    except codec.CodecError:
         return True
-    return notes.get(nodelock.BIND_PHASE) == nodelock.PHASE_SUCCESS and "NVIDIA" not in notes.get(
-        TO_ALLOCATE, ""
-    )
 
 
 def outcome_of(pod: Mapping[str, Any]) -> str:
@@ -157,10 +175,17 @@ def locks(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
 
 
 def ledger_check(
-    state_dir: Path, pods: list[Obj], scheduler_name: str, inflight_ttl: float, now: float
+    state_dir: Path,
+    pods: list[Obj],
+    scheduler_name: str,
+    inflight_ttl: float,
+    now: float,
+    vendors: Sequence[Vendor] | None = None,
 ) -> Obj:
-    """The leader's ledger vs a rebuild from `pods` (a fresh list) with the worker's rules."""
-    rules = Rules(frozenset({scheduler_name}), build_vendors(None), inflight_ttl)
+    """The leader's ledger vs a rebuild from `pods` (a fresh list) with the worker's rules and `vendors`
+    (the replicas' vendors; default: the chart's, NVIDIA alone)."""
+    enabled = tuple(vendors) if vendors is not None else build_vendors(None)
+    rules = Rules(frozenset({scheduler_name}), enabled, inflight_ttl)
     rebuilt = rebuild(pods, rules, now)
     ledger = Ledger(state_dir)
     try:

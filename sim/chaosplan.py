@@ -98,6 +98,7 @@ class Plan:
     recreations: tuple[Recreation, ...]
     faults: tuple[Rule, ...]
     long_faults: tuple[LongFault, ...] = ()
+    two_leaders: tuple[float, ...] = ()  # shares of the submissions at which a two-leader fault starts
 
     @property
     def keys(self) -> list[str]:
@@ -142,6 +143,14 @@ def long_fault_plan(rng: random.Random, rounds: int, lag: float) -> tuple[LongFa
     return tuple(faults)
 
 
+def two_leader_points(seed: int, count: int) -> tuple[float, ...]:
+    """One two-leader fault (sim.twoleaders) in each of `count` equal slices of the middle 60 % of the
+    submissions, at seeded points (their own generator: the rest of a seed's plan does not change)."""
+    rng = random.Random(f"chaos-two-leaders-{seed}")
+    width = 0.6 / max(1, count)
+    return tuple(round(0.2 + width * (i + rng.random()), 3) for i in range(count))
+
+
 def make_plan(
     seed: int,
     pods: int,
@@ -153,13 +162,19 @@ def make_plan(
     fault_rate: float,
     long_faults: int = 0,
     lag: float = 45.0,
+    vendors: Sequence[tuple[str, ...]] = (),
+    two_leaders: int = 0,
 ) -> Plan:
+    """The plan of one seed; `vendors` (sim.vendors.parse_vendors, () for NVIDIA alone) adds the other
+    vendors' pods to the mix, as in the demo."""
     if pods < 1 or kills < 0 or replicas < 1 or arrival_rate <= 0 or recreate < 0:
         raise ValueError("pods, replicas and the arrival rate must be positive; kills and recreate >= 0")
+    if two_leaders < 0 or (two_leaders and replicas < 2):
+        raise ValueError("two-leader faults must be >= 0 and need at least 2 replicas")
     if long_faults < 0 or lag <= 0:
         raise ValueError("long faults must be >= 0 and the lag positive")
     rng = random.Random(f"chaos-{seed}")
-    mix = tuple(demo_pods(pods, seed))
+    mix = tuple(demo_pods(pods, seed, vendors=vendors))
     gaps = tuple(round(rng.expovariate(arrival_rate), 4) for _ in mix)
     admit_via = tuple(rng.randrange(replicas) for _ in mix)
     return Plan(
@@ -171,4 +186,5 @@ def make_plan(
         recreations=choose_recreations(rng, mix, recreate),
         faults=tuple(fault_rules(fault_rate)),
         long_faults=long_fault_plan(random.Random(f"chaos-long-{seed}"), long_faults, lag),
+        two_leaders=two_leader_points(seed, two_leaders),
     )

@@ -14,7 +14,12 @@ the containers of the same pod. Each incarnation is a process of its own in the 
 `worker-0.1`, ...), so its log and its PIDs are kept; killed incarnations leave the stack's live set, so
 `Stack.check` only watches processes that should be running. The worker alone can be killed and restarted
 too (`kill_worker`, `start_worker`: its container restarted, sim.stormfaults), as `worker-0.r1`, ...; a lock
-keeps the storm's killer and its long faults from acting on one replica at once.
+keeps the storm's killer, its long faults and its two-leader faults from acting on one replica at once.
+
+With `clocks=True` (a storm with two-leader faults, sim.twoleaders) every process of a replica runs under
+`python -m sim.skewclock <replica>/clock-offset ...`, so the replica's wall clock can be stepped
+(`step_clock`), and its worker can be stalled and continued (`pause_worker`, `resume_worker`: SIGSTOP and
+SIGCONT to its process group).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from app.state.ledger import LEDGER_FILE, Ledger
 from app.state.status import ReplicaStatus
 from sim.kube import pool_manager, warnings_quiet
 from sim.pki import ChartPki
+from sim.skewclock import write_offset
 from sim.stack import PY, Stack, free_port, group_members
 
 LEASE_NAME = "hami-scheduler"
@@ -47,6 +53,7 @@ class Election:
 
 
 GUNICORN = [PY, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"]
+WORKER = [PY, "-m", "workers"]
 
 
 @dataclass
@@ -59,6 +66,7 @@ class Replica:
     incarnation: int = 0
     processes: list[str] = field(default_factory=list)  # the stack names of the running incarnation
     worker_restarts: int = 0
+    clock: Path | None = None  # the sim.skewclock offset file its processes read (None: the real clock)
 
     @property
     def name(self) -> str:
@@ -89,6 +97,8 @@ class Replicas:
         election: Election,
         extra_env: dict[str, str],
         pki: ChartPki,
+        *,
+        clocks: bool = False,
     ) -> None:
         self.stack = stack
         self.pki = pki
@@ -148,7 +158,8 @@ class Replicas:
                 *(e["PROMETHEUS_MULTIPROC_DIR"] for e in servers.values()),
             ]:
                 Path(folder).mkdir(parents=True, exist_ok=True)
-            self.items.append(Replica(index, port, extender_port, env, servers))
+            clock = home / "clock-offset" if clocks else None
+            self.items.append(Replica(index, port, extender_port, env, servers, clock=clock))
 
     @property
     def urls(self) -> list[str]:
@@ -166,11 +177,11 @@ class Replicas:
         with self.lock:
             suffix = f".{replica.incarnation}" if replica.incarnation else ""
             worker = f"worker-{replica.index}{suffix}"
-            self.stack.start(worker, [PY, "-m", "workers"], replica.env)
+            self.stack.start(worker, _argv(replica, WORKER), replica.env)
             replica.processes = [worker]
             for server, env in replica.servers.items():
                 name = f"{server}-{replica.index}{suffix}"
-                self.stack.start(name, GUNICORN, env)
+                self.stack.start(name, _argv(replica, GUNICORN), env)
                 replica.processes.append(name)
 
     def _kill(self, name: str) -> None:
@@ -207,8 +218,33 @@ class Replicas:
             replica.worker_restarts += 1
             suffix = f".{replica.incarnation}" if replica.incarnation else ""
             name = f"worker-{replica.index}{suffix}.r{replica.worker_restarts}"
-            self.stack.start(name, [PY, "-m", "workers"], replica.env)
+            self.stack.start(name, _argv(replica, WORKER), replica.env)
             replica.processes[0] = name
+
+    def step_clock(self, replica: Replica, seconds: float) -> None:
+        """Set the replica's wall clock `seconds` behind the real one (0: back to it)."""
+        if replica.clock is None:
+            raise RuntimeError(f"{replica.name} runs on the real clock (Replicas(clocks=True) steps it)")
+        write_offset(replica.clock, seconds)
+
+    def pause_worker(self, replica: Replica) -> bool:
+        """SIGSTOP the replica's registration worker (False: it is not running)."""
+        return self._signal_worker(replica, signal.SIGSTOP)
+
+    def resume_worker(self, replica: Replica) -> bool:
+        """SIGCONT the worker `pause_worker` stopped."""
+        return self._signal_worker(replica, signal.SIGCONT)
+
+    def _signal_worker(self, replica: Replica, sig: signal.Signals) -> bool:
+        with self.lock:
+            process = self.stack.processes.get(replica.processes[0]) if replica.processes else None
+            if process is None:
+                return False
+            try:
+                os.killpg(process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                return False
+            return True
 
     def running(self, replica: Replica) -> bool:
         return bool(replica.processes)
@@ -248,3 +284,10 @@ class Replicas:
         finally:
             ledger.close()
         return status.heartbeat if status.heartbeat_fresh(time.time()) else 0.0
+
+
+def _argv(replica: Replica, argv: list[str]) -> list[str]:
+    """`argv` (`python -m MODULE ...`), under sim.skewclock when the replica's clock can be stepped."""
+    if replica.clock is None:
+        return list(argv)
+    return [PY, "-m", "sim.skewclock", str(replica.clock), *argv[2:]]

@@ -8,8 +8,10 @@ init peak and the sum over regular containers, per dimension (slots: the number 
 device, at least 1); once every init container terminated with exit code 0, only the regular containers
 count (the init containers' memory is free again — HAMi's AppContainersOnlyDeviceUsage). The sums over pods
 are compared with each device's `count`, `devmem` and `devcore` as the vendors register or derive them
-(`app.core.inventory`). A device a pod names that is not on the pod's node is "misplaced". Bound pods are
-also counted per vendor (`pods_bound_by_vendor`).
+(`app.core.inventory`), and the holders of each device are judged by their vendor's sharing rules as well
+(sim.devicerules: AWS Neuron core masks, whole cards, Kunlunxin vXPU templates, Metax sGPU classes and QoS).
+A device a pod names that is not on the pod's node is "misplaced". Bound pods are also counted per vendor
+(`pods_bound_by_vendor`).
 
 Also here: the placement table and the per-GPU utilisation bars printed at the end of the demo.
 """
@@ -24,9 +26,10 @@ from typing import Any
 
 from app.core import codec
 from app.core.inventory import NodeUnregistered, decode_node
-from app.core.model import ContainerDevices, DeviceInfo
+from app.core.model import ContainerDevice, ContainerDevices, DeviceInfo
 from app.devices import build_vendors
 from sim import podutil
+from sim.devicerules import Holder, conflicts
 from sim.nodes import ZONE_LABEL
 from sim.vendors import TWO_BACKEND_SECTIONS
 from sim.workload import KIND_LABEL
@@ -47,6 +50,7 @@ VENDORS = build_vendors(
     frozenset({"ascend", "iluvatar"}),
 )
 ALLOCATED_BY_VENDOR = {v.key: v.allocated_annotation for v in VENDORS}
+VENDOR_BY_KEY = {v.key: v for v in VENDORS}
 LOCKS = frozenset(spec.annotation for v in VENDORS if (spec := v.lock) is not None)
 BIND_PHASE = "hami.io/bind-phase"
 Obj = dict[str, Any]
@@ -60,16 +64,18 @@ class DeviceLoad:
     mem: int = 0
     cores: int = 0
     pods: list[str] = field(default_factory=list)
+    holders: list[Holder] = field(default_factory=list)
 
     def over(self) -> list[str]:
-        """The dimensions in which this device is over capacity."""
+        """The dimensions in which this device is over capacity, then the vendor rules its holders break."""
         d = self.device
         checks = (
             ("slots", self.slots, d.count),
             ("memory", self.mem, d.devmem),
             ("cores", self.cores, d.devcore),
         )
-        return [what for what, used, cap in checks if used > cap]
+        over = [what for what, used, cap in checks if used > cap]
+        return over + conflicts(d, VENDOR_BY_KEY.get(d.vendor), self.holders)
 
 
 def inventory(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[DeviceInfo, ...]]:
@@ -117,6 +123,19 @@ def pod_device_use(pod: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
     return use
 
 
+def pod_device_entries(pod: Mapping[str, Any]) -> dict[str, tuple[ContainerDevice, ...]]:
+    """Device UUID -> every entry of the pod's allocations naming it (each container's, as recorded)."""
+    entries: dict[str, list[ContainerDevice]] = {}
+    notes = podutil.annotations_of(pod)
+    for annotation in ALLOCATED_BY_VENDOR.values():
+        value = notes.get(annotation, "")
+        if value:
+            for group in codec.decode_pod_single_device(value):
+                for device in group:
+                    entries.setdefault(device.uuid, []).append(device)
+    return {uuid: tuple(found) for uuid, found in entries.items()}
+
+
 def _collapsed(pod: Mapping[str, Any], groups: list[ContainerDevices]) -> dict[str, tuple[int, int, int]]:
     init_count = len(podutil.containers(pod, init=True))
     skip_init = init_finished(pod)
@@ -152,7 +171,7 @@ def device_loads(
         if not node or podutil.phase(pod) in podutil.TERMINAL:
             continue
         try:
-            use = pod_device_use(pod)
+            use, entries = pod_device_use(pod), pod_device_entries(pod)
         except codec.CodecError as exc:
             broken.append(f"{podutil.key(pod)}: {exc}")
             continue
@@ -165,6 +184,8 @@ def device_loads(
             load.mem += mem
             load.cores += cores
             load.pods.append(podutil.key(pod))
+            notes = podutil.annotations_of(pod)
+            load.holders.append(Holder(podutil.key(pod), entries.get(uuid, ()), notes))
     return list(loads.values()), misplaced, broken
 
 

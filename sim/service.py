@@ -3,9 +3,11 @@
 With one URL the Service is that URL (the demo: kube-scheduler talks to its own replica). With several, it
 behaves like a ClusterIP Service whose endpoints are the replicas passing their readiness probe: a prober
 thread GETs every replica's `/readyz` every `period` seconds (kubelet probe + endpoint propagation), and
-calls go to the first Ready one. A call that fails at the transport level (the replica was killed) wakes the
-prober at once. With no Ready endpoint the call fails the way kube-proxy does (connection refused), so the
-pod goes to kube-scheduler's backoff queue and is retried.
+calls go to the Ready ones in turn (kube-proxy spreads connections over every Ready endpoint; normally only
+the leader is Ready, but two replicas that both believe they lead — sim.twoleaders — both get calls). A
+call that fails at the transport level (the replica was killed) wakes the prober at once. With no Ready
+endpoint the call fails the way kube-proxy does (connection refused), so the pod goes to kube-scheduler's
+backoff queue and is retried.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Service:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._ready: list[str] = list(self.urls) if len(self.urls) == 1 else []
+        self._turn = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -47,7 +50,8 @@ class Service:
         with self._lock:
             if not self._ready:
                 raise NoEndpoints(f"no ready endpoints among {len(self.urls)} replicas: connection refused")
-            return self._ready[0]
+            self._turn += 1
+            return self._ready[self._turn % len(self._ready)]
 
     def failed(self, url: str) -> None:
         """A call to `url` failed at the transport level: take it out until a probe says it is Ready."""

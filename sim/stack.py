@@ -215,12 +215,12 @@ def service_ready(stack: Stack, nodes: int) -> bool:
     return bool(state.get("nodes", 0) >= nodes)
 
 
-def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
-    """The worker's and the service's settings for a cluster of these node kinds (sim.vendors): a
-    device-config.yaml with the sections of the vendors present (HAMi's chart values) and Ascend's switch."""
+def device_config(vendors: str) -> tuple[dict[str, Any], frozenset[str]]:
+    """The device-config.yaml sections and the HAMI_ENABLE_* families (lower case) a cluster of these node
+    kinds runs with (sim.vendors; HAMi's chart values); ({}, {}) for NVIDIA alone: the chart's defaults."""
     parts = {part for kind in parse_vendors(vendors) for part in kind}
     if parts <= {"nvidia"}:
-        return {}
+        return {}, frozenset()
     sections: dict[str, Any] = {"nvidia": {"resourceCountName": "nvidia.com/gpu"}}
     for part, section, count in (
         ("hygon", "hygon", "hygon.com/dcunum"),
@@ -236,13 +236,25 @@ def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
     for section, values in TWO_BACKEND_SECTIONS.items():
         if any(part.startswith(section) for part in parts):
             sections[section] = dict(values)
+    families = {"ascend"} if any(part.startswith("ascend") for part in parts) else set()
+    if "iluvatar" in parts:
+        families.add("iluvatar")
+    return sections, frozenset(families)
+
+
+def vendor_env(vendors: str, workdir: Path) -> dict[str, str]:
+    """The worker's and the service's settings for a cluster of these node kinds (sim.vendors): a
+    device-config.yaml with the sections of the vendors present (HAMi's chart values) and Ascend's switch."""
+    sections, families = device_config(vendors)
+    if not sections:
+        return {}
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "device-config.yaml"
     path.write_text(yaml.safe_dump(sections), encoding="utf-8")
     env = {"HAMI_DEVICE_CONFIG_FILE": str(path)}
-    if any(part.startswith("ascend") for part in parts):
+    if "ascend" in families:
         env["HAMI_ENABLE_ASCEND"] = "true"  # the chart's seven chips (devices.ascend.enabled)
-    if "iluvatar" in parts:
+    if "iluvatar" in families:
         env["HAMI_ENABLE_ILUVATAR"] = "true"  # the chart's four chips (devices.iluvatar.enabled)
     return env
 

@@ -17,6 +17,8 @@ name, and the leader's containers killed.
   have been exercised (the storm then owes none, but a run that means to test one would not).
 - Long faults (sim.stormfaults, one thread): watches of the leader's or the standby's worker held up,
   forced relists, worker restarts, at their points of the submissions.
+- Two-leader faults (sim.twoleaders, one thread): the leader's worker stalled and its clock stepped back,
+  so that it keeps deciding next to the standby that took its Lease, at their points of the submissions.
 
 Every read the storm makes goes through the emulator's fault-free hooks (`/_sim/store`); its creates and
 deletes use verbs the fault rules leave alone.
@@ -41,6 +43,7 @@ from sim.replicas import Replica, Replicas
 from sim.stack import DemoFailure
 from sim.stormfaults import LongFaults
 from sim.testing import EmulatorHandle
+from sim.twoleaders import TwoLeaderPlan, TwoLeaders
 from sim.workload import DemoPod
 
 logger = logging.getLogger(__name__)
@@ -98,6 +101,7 @@ class Storm:
         *,
         restart_delay: float,
         failover_timeout: float = 90.0,
+        two_leaders: TwoLeaderPlan | None = None,
     ) -> None:
         self.plan = plan
         self.replicas = replicas
@@ -117,6 +121,12 @@ class Storm:
         self.long_faults = LongFaults(
             plan.long_faults, replicas, hooks, lambda: self.log.submitted, len(plan.pods), self.log.started
         )
+        self.two_leaders = TwoLeaders(
+            two_leaders or TwoLeaderPlan(plan.two_leaders),
+            replicas,
+            lambda: self.log.submitted / len(plan.pods),
+            self.log.started,
+        )
         self.error: str = ""  # a background failure that ends the run
 
     # --- arrivals -------------------------------------------------------------------------------------------
@@ -125,6 +135,7 @@ class Storm:
         """Submit every pod of the plan (the caller's thread); kills and recreations run meanwhile."""
         self._killer.start()
         self.long_faults.start()
+        self.two_leaders.start()
         kills = list(self.plan.kills)
         due = time.monotonic()
         for index, pod in enumerate(self.plan.pods):
@@ -147,11 +158,13 @@ class Storm:
             len(self.log.kills) < len(self.plan.kills)
             or not all(t.done() for t in self._tasks)
             or self.long_faults.busy()
+            or self.two_leaders.busy()
         )
 
     def close(self) -> None:
         self.stop.set()
         self.long_faults.close()
+        self.two_leaders.close()
         self._kill_due.release()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._killer.join(self.failover_timeout)
@@ -333,4 +346,5 @@ class Storm:
             "recreated_at_stage": dict(sorted(by_seen.items())),
             "recreations": [asdict(r) for r in self.log.recreations],
             **self.long_faults.summary(),
+            **self.two_leaders.summary(),
         }

@@ -5,8 +5,18 @@ second), its pod watch ended with 410 and the relist held 45 s, the standby's no
 workers restarted — and 150 forged /filter and
 /bind calls (sim.forger) meanwhile. The replicas run as the chart runs them: the verbs on their own server
 behind kube-scheduler's client certificate. Every actor is a real process; the verdict comes from the API
-alone. Asserts the same zeros as `make chaos`, that every long fault hit its worker, that every kind of
-forgery was sent and refused as it should be and none was accepted, and that no child process survives."""
+alone.
+
+The cluster is mixed (issue 19): every node has NVIDIA GPUs and one other vendor's devices — AWS Neuron,
+Kunlunxin XPUs, Metax sGPUs, Cambricon MLUs, Kunlunxin vXPUs, Enflame GCUs — and their pods join the mix;
+and once the leader's worker is stalled with its clock stepped back 20 s (sim.twoleaders), so that two
+replicas decide at once, each on its own ledger, for about 15 s. The oversubscription verdict judges every
+device by its vendor's rules (sim.devicerules: a NeuronCore in two pods' masks, a whole card held twice,
+two vXPU sizes on one XPU, ...).
+
+Asserts the same zeros as `make chaos`, that every long fault hit its worker, that every kind of
+forgery was sent and refused as it should be and none was accepted, that the two leaders both decided,
+that pods of every vendor were bound, and that no child process survives."""
 
 from __future__ import annotations
 
@@ -26,6 +36,9 @@ from sim.testing import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 DEADLINE = 420.0
+VENDORS = (
+    "nvidia+awsneuron,nvidia+kunlun,nvidia+metax-sgpu,nvidia+cambricon,nvidia+kunlun-vxpu,nvidia+enflame"
+)
 
 
 def children_alive(report_path: Path) -> list[int]:
@@ -42,6 +55,7 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
         sys.executable, "-m", "sim", "chaos", "--seed", "3", "--pods", "150", "--workers", "2",
         "--replicas", "2", "--fault-rate", "0.1", "--kill-leader", "1", "--arrival-rate", "2",
         "--long-faults", "1", "--lag", "45", "--forgeries", "150",
+        "--vendors", VENDORS, "--two-leaders", "1",
         "--report", str(report_path), "--workdir", str(tmp_path / "run"),
     ]  # fmt: skip
     chaos = start_process(argv, log_path=tmp_path / "chaos.log", cwd=REPO_ROOT)
@@ -95,3 +109,15 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
     unfit = report["pods_by_kind"]["unfit"]
     assert unfit == {"unschedulable": unfit["unschedulable"]}  # pods that fit nowhere are rejected, cleanly
     assert report["children_left"] == []
+    # the mixed cluster: pods of every vendor bound (NVIDIA, Neuron, Kunlunxin XPU and vXPU, Metax sGPU,
+    # Cambricon, Enflame GCU), all judged by their vendor's rules above
+    bound_by_vendor = report["pods_bound_by_vendor"]
+    assert set(bound_by_vendor) == {"NVIDIA", "AWSNeuron", "kunlun", "XPU", "Metax-SGPU", "MLU", "GCU"}, (
+        bound_by_vendor
+    )
+    # two leaders at once: the stalled one kept deciding while the new one did
+    two = report["two_leader_faults"]
+    assert report["two_leader_windows"] == 1 and report["two_leader_seconds"] > 0, two
+    assert two[0]["old_leader"] != two[0]["new_leader"], two
+    assert report["two_leader_old_decisions"] > 0 and report["two_leader_new_decisions"] > 0, two
+    assert report["dual_ready_probes"] > 0

@@ -51,6 +51,20 @@ def test_kills_fall_in_their_own_slice_of_the_middle_of_the_run() -> None:
         assert all(int(200 * 0.15) <= k < int(200 * 0.85) for k in kills)
 
 
+def test_a_mixed_plan_has_the_other_vendors_pods_and_its_two_leader_faults_in_the_middle() -> None:
+    kinds = [("nvidia", "awsneuron"), ("nvidia", "kunlun")]
+    plan = plan_of(7, vendors=kinds, two_leaders=3)
+    assert plan == plan_of(7, vendors=kinds, two_leaders=3)
+    assert {"awsneuron", "kunlun"} <= {p.kind for p in plan.pods}
+    points = plan.two_leaders
+    assert len(points) == 3 and list(points) == sorted(points) and all(0.2 <= p < 0.8 for p in points)
+    nvidia = plan_of(7)
+    assert nvidia.two_leaders == () and not {"awsneuron", "kunlun"} & {p.kind for p in nvidia.pods}
+    assert plan_of(7, two_leaders=1).pods == nvidia.pods  # the fault's points do not change the rest
+    with pytest.raises(ValueError, match="at least 2 replicas"):
+        plan_of(7, replicas=1, two_leaders=1)
+
+
 @pytest.mark.parametrize("rounds", [0, 1, 3])
 def test_long_faults_come_in_rounds_each_in_its_slice_with_every_kind(rounds: int) -> None:
     plan = plan_of(4, long_faults=rounds, lag=45.0)
@@ -140,6 +154,28 @@ ALLOCATED_NOTES = {
 )
 def test_outcome_of_a_pod(fields: dict[str, Any], expected: str) -> None:
     assert outcome_of(gpu_pod("p", **fields)) == expected
+
+
+SGPU = "n1-sgpu-0,Metax-SGPU,4096,25:;"
+MLU = "n1-cambricon-mlu-0,MLU,2560,25:;"
+
+
+@pytest.mark.parametrize(
+    ("notes", "expected"),
+    [
+        ({"hami.io/metax-sgpu-devices-to-allocate": ";"}, "bound"),
+        ({"hami.io/metax-sgpu-devices-to-allocate": SGPU}, "not-allocated"),  # its plugin never served it
+        ({"hami.io/metax-sgpu-devices-to-allocate": "n1-sgpu-0,Metax-SGPU,lots,25:;"}, "not-allocated"),
+        # Cambricon's dsmlu plugin reads its own profile and leaves HAMi's list alone
+        ({"hami.io/cambricon-mlu-devices-to-allocate": MLU, "CAMBRICON_DSMLU_ASSIGNED": "true"}, "bound"),
+    ],
+    ids=["sgpu-served", "sgpu-left", "sgpu-unreadable", "cambricon-own-plugin"],
+)
+def test_outcome_of_another_vendors_pod(notes: dict[str, str], expected: str) -> None:
+    """Allocated means: no device left in a to-allocate list that the vendor's device plugin consumes."""
+    manifest = gpu_pod("p", node="n1", phase="Running", annotations={"hami.io/vgpu-node": "n1", **notes})
+    manifest["spec"]["containers"][0]["resources"] = {"limits": {"metax-tech.com/sgpu": 1}}
+    assert outcome_of(manifest) == expected
 
 
 def test_outcomes_count_missing_pods_as_lost() -> None:
@@ -246,6 +282,9 @@ def test_the_service_routes_to_the_ready_replica_and_refuses_without_one(replica
         assert wait_for(lambda: _endpoint(service) == replicas[0].url, 5, "failover to replica 0")
         service.failed(replicas[0].url)  # a killed replica leaves at once, until a probe says otherwise
         assert _endpoint(service) in ("", replicas[0].url)
+        replicas[1].ready = True  # two replicas that both believe they lead: calls go to both in turn
+        wait_for(lambda: len({_endpoint(service) for _ in range(4)}) == 2, 5, "both Ready")
+        assert {_endpoint(service) for _ in range(4)} == {replicas[0].url, replicas[1].url}
     finally:
         service.close()
         pool.clear()

@@ -1,12 +1,13 @@
 """The demo's verdict over every vendor (sim/report.py): devices of Ascend, Cambricon and NVIDIA nodes as
 the vendors register or derive them, loads from each vendor's allocation annotation, bound pods counted per
-vendor, and both kinds of node lock."""
+vendor, both kinds of node lock, and two pods on one NeuronCore (sim/devicerules.py) as the storm sees
+them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sim import report
+from sim import chaoscheck, report
 from sim.nodes import build_cluster, node_object
 from sim.vendors import parse_vendors
 
@@ -41,3 +42,18 @@ def test_every_vendor_is_counted() -> None:
         (npu, ["memory"])
     ]  # 70000 > 65536
     assert summary["locked_nodes"] == [spec.nodes[0].name]
+
+
+def test_the_storm_verdict_counts_two_pods_on_one_neuroncore_within_every_sum() -> None:
+    """Finding 2's shape: two leaders gave core 0 of one Neuron device to two pods. Slots (2 of 2), the core
+    sum (1 + 1 of the mask 3): within every sum — oversubscribed by the Neuron rule alone."""
+    spec = build_cluster(1, seed=1, gpus_per_node=1, zones=1, vendors=parse_vendors("awsneuron"))
+    nodes = [node_object(n) for n in spec.nodes]
+    name = spec.nodes[0].name
+    core0 = {"hami.io/aws-neuron-devices-allocated": f"{name}-AWSNeuron-0,AWSNeuron,0,1:;"}
+    core1 = {"hami.io/aws-neuron-devices-allocated": f"{name}-AWSNeuron-0,AWSNeuron,0,2:;"}
+    same = chaoscheck.oversubscription([bound("a", name, core0), bound("b", name, core0)], nodes)
+    assert [(o["device"], o["over"], o["pods"]) for o in same] == [
+        (f"{name}-AWSNeuron-0", ["core-mask"], ["default/a", "default/b"])
+    ]
+    assert chaoscheck.oversubscription([bound("a", name, core0), bound("b", name, core1)], nodes) == []
