@@ -33,6 +33,7 @@ from app.devices.common import requests, template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import CapacityDevices
 from app.devices.common.config import SectionNames, parse_names
+from app.devices.common.placement import TemplatePlacement
 
 VENDOR = "MLU"
 MEMORY_FACTOR = 256  # one vmemory unit is 256 MiB
@@ -60,7 +61,7 @@ def parse_cambricon_config(value: Any) -> CambriconConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Cambricon(CapacityDevices):
+class Cambricon(TemplatePlacement, CapacityDevices):
     config: CambriconConfig = field(default_factory=CambriconConfig)
 
     @property

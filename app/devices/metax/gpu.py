@@ -38,6 +38,7 @@ from app.devices.common import template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import WholeCards
 from app.devices.common.nodes import capacity_count
+from app.devices.common.placement import TemplatePlacement
 from app.devices.metax.config import MetaxConfig
 
 VENDOR = "Metax-GPU"
@@ -90,7 +91,7 @@ def parse_table(name: str, value: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class MetaxGpu(WholeCards):
+class MetaxGpu(TemplatePlacement, WholeCards):
     config: MetaxConfig = field(default_factory=MetaxConfig)
 
     @property

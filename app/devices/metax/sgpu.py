@@ -25,7 +25,7 @@ from typing import Any
 
 from app.core import codec, health, quantity
 from app.core.health import Health, Reported
-from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, DeviceUse, PodSingleDevice
 from app.core.vendor import (
     AdmissionError,
     AnnotationContext,
@@ -182,6 +182,9 @@ class MetaxSgpu(Registered):
 
     def usage_tags(self, pod_annotations: Mapping[str, str]) -> tuple[str, ...]:
         return sgpu_fit.usage_tags(pod_annotations)
+
+    def placement_misfit(self, device: DeviceInfo, others: DeviceUse, own: DeviceUse) -> str:
+        return sgpu_fit.placement_misfit(device, others, own)
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         return sgpu_fit.fit(devices, request, ctx)
