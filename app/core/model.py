@@ -176,7 +176,7 @@ def _without(items: tuple[_T, ...], removed: tuple[_T, ...]) -> tuple[_T, ...]:
 
 def _sorted_union(a: tuple[_O, ...], b: tuple[_O, ...]) -> tuple[_O, ...]:
     """Two sorted multisets as one."""
-    return tuple(sorted((*a, *b))) if a and b else a or b
+    return tuple(sorted(a + b)) if a and b else a or b
 
 
 def _merged(a: tuple[MigSlice, ...], b: tuple[MigSlice, ...]) -> tuple[MigSlice, ...]:
