@@ -4,7 +4,8 @@ A pod's allocation annotation lists devices per container, but init containers r
 before the app containers, so the capacity a pod holds on a device is the larger of its init peak and the
 sum over its app containers (HAMi `CollapseInitContainerUsage`, reference §9.3). Once the init containers
 have finished, only the app sum remains (`AppContainersOnlyDeviceUsage`). The ledger stores the collapsed
-form; node usage is the sum of collapsed reservations, matched to devices by UUID (§4.2).
+form; node usage is the sum of collapsed reservations, matched to devices by UUID (§4.2), except that the
+core bitmasks of a vendor recording them (AWS Neuron) are ORed, never added (`DeviceUse.masks`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 Devices come from `hami.io/node-register-xpu` (JSON DeviceInfo); health is the generic handshake on
 `hami.io/node-handshake-xpu`; pods take the shared node lock. Memory is rounded up to a template (24576,
 49152 or 98304 MiB) by the webhook and by the request, with cores in proportion; a device is shared only by
-vXPUs of one size (`Usedmem / Used == Memreq`, §3.8 #8, kept). Placement uses the interconnect groups of
-whole XPUs (`topology`); the selectors are `hami.io/use-xpu-uuid`/`no-use-xpu-uuid` and
-`baidu.com/use-gpuuuid`/`nouse-gpuuuid`. The filter writes the to-allocate and allocated lists.
+vXPUs of one size (`Usedmem / Used == Memreq`, §3.8 #8, kept; re-checked at bind: `placement_misfit`).
+Placement uses the interconnect groups of whole XPUs (`topology`); the selectors are
+`hami.io/use-xpu-uuid`/`no-use-xpu-uuid` and `baidu.com/use-gpuuuid`/`nouse-gpuuuid`. The filter writes the
+to-allocate and allocated lists.
 
 Differences (docs/compatibility.md): placement by index, not position; a device takes no more vXPUs than
 its registered `count` (HAMi does not check it); a negative count or memory, or a non-integer memory, is

@@ -6,7 +6,7 @@ take the shared node lock. Requests read limits only; a bare memory number is Gi
 canonical form has a unit is bytes. The webhook checks the app class (`online`/`offline`, one device) and
 gives pods that are not online the default QoS `best-effort`. The filter writes HAMi's device lists, the
 allocation in Metax's own JSON (`metax-tech.com/gpu-devices-allocated`) and `metax-tech.com/predicate-time`.
-Fit and the policy-neutral node score are in `sgpu_fit`.
+Fit, the policy-neutral node score and the bind re-check's rules (`placement_misfit`) are in `sgpu_fit`.
 
 Differences (docs/compatibility.md): the QoS and app class of the tasks on a device are usage tags kept in
 the ledger (HAMi: a process cache, §3.5 #3); a device held by an exclusive task of another QoS reports
