@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 from core_builders import context, pod
+from core_strategies import mig_scenarios
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from vendor_strategies import FAMILIES, VENDORS, MixedScenario, mixed_scenarios
+from vendor_strategies import FAMILIES, VENDORS, mixed_scenarios
 
 from app.core.decision import decide
 from app.core.mig import overlaps
-from app.core.model import DeviceInfo, DeviceUse, NodeDevices, PodDevices
+from app.core.model import ContainerDevice, DeviceInfo, DeviceUse, NodeDevices, PodDevices
+from app.core.policy import MUTEX, policy_contains
 from app.core.recheck import misfit
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, sum_uses, working_devices
@@ -51,8 +53,6 @@ NODE = NodeDevices(
 
 def _neuron_core(mask: int) -> dict[str, DeviceUse]:
     """One pod holding the Neuron cores `mask` (as a rebuild or the filter records it)."""
-    from app.core.model import ContainerDevice
-
     devices: PodDevices = {"AWSNeuron": ((ContainerDevice("n1-AWSNeuron-0", "AWSNeuron", 0, mask),),)}
     return allocation_uses(devices, 0, masks=MASKS)
 
@@ -153,9 +153,7 @@ EXAMPLES = settings(
 )
 
 
-def _decide(
-    scenario: MixedScenario, the_pod: dict[str, Any], node: NodeDevices, usage: dict[str, DeviceUse]
-) -> Any:
+def _decide(scenario: Any, the_pod: dict[str, Any], node: NodeDevices, usage: dict[str, DeviceUse]) -> Any:
     ctx = context(the_pod, gpu_policy=scenario.gpu_policy, node_policy=scenario.node_policy, vendors=VENDORS)
     winner = decide(ctx, [node.name], {node.name: node}, {node.name: usage}, VENDORS).winner
     if winner is None or winner.devices is None:
@@ -176,11 +174,27 @@ def test_two_leaders_pass_the_recheck_together_only_if_fit_accepts_them_together
     family: str, data: st.DataObject
 ) -> None:
     scenario = data.draw(mixed_scenarios(max_nodes=1, among=(family,)))
-    if scenario.gpu_policy == "mutex":  # the pod's policy is the filter's alone: the re-check never judges it
+    other = data.draw(mixed_scenarios(max_nodes=1, among=(family,))).pod
+    _two_leaders(scenario, other)
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_two_leaders_of_mig_slices_pass_the_recheck_together_only_if_fit_accepts_them_together(
+    data: st.DataObject,
+) -> None:
+    scenario = data.draw(mig_scenarios())
+    one = dataclasses.replace(scenario, nodes=scenario.nodes[:1])
+    _two_leaders(one, data.draw(mig_scenarios()).pod)
+
+
+def _two_leaders(scenario: Any, other: dict[str, Any]) -> None:
+    """A decides with `other`, B with the scenario's pod (its first container asking anything), each on the
+    scenario's first node and usage, neither seeing the other."""
+    if policy_contains(scenario.gpu_policy, MUTEX):  # the pod's policy is the filter's: never re-checked
         scenario = dataclasses.replace(scenario, gpu_policy="spread")
     node = scenario.nodes[0]
-    base = scenario.usage[node.name]
-    other = data.draw(mixed_scenarios(max_nodes=1, among=(family,))).pod
+    base = scenario.usage.get(node.name, {})
     first = pod(
         *other["spec"]["containers"],
         init=other["spec"].get("initContainers", []),
@@ -191,6 +205,7 @@ def test_two_leaders_pass_the_recheck_together_only_if_fit_accepts_them_together
     # B: one container (several containers of one pod on one device are judged by their sum, and a Fit
     # replayed on B's devices alone could order them otherwise: docs/compatibility.md)
     asking = [c for c in scenario.pod["spec"]["containers"] if c["resources"]][:1]
+    assume(asking)
     second = pod(
         *asking, annotations=scenario.pod["metadata"]["annotations"], name="second", uid="uid-second"
     )
