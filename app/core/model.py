@@ -208,11 +208,12 @@ class DeviceUse:
     masks: tuple[int, ...] = ()
 
     def plus(self, other: DeviceUse) -> DeviceUse:
-        masks = _sorted_union(self.masks, other.masks)
+        masked = bool(self.masks or other.masks)
+        masks = _sorted_union(self._masks(masked), other._masks(masked))
         return DeviceUse(
             self.slots + other.slots,
             self.mem + other.mem,
-            union_of(masks) if masks else self.cores + other.cores,
+            union_of(masks) if masked else self.cores + other.cores,
             self.mig_slots + other.mig_slots,
             _merged(self.mig, other.mig),
             _sorted_union(self.tags, other.tags),
@@ -221,16 +222,24 @@ class DeviceUse:
 
     def minus(self, other: DeviceUse) -> DeviceUse:
         """This use without `other` (one of the reservations it is the sum of)."""
-        masks = _without(self.masks, other.masks)
+        masked = bool(self.masks)
+        masks = _without(self.masks, other._masks(masked))
         return DeviceUse(
             self.slots - other.slots,
             self.mem - other.mem,
-            union_of(masks) if self.masks else self.cores - other.cores,
+            union_of(masks) if masked else self.cores - other.cores,
             self.mig_slots - other.mig_slots,
             _without(self.mig, other.mig),
             _without(self.tags, other.tags),
             masks,
         )
+
+    def _masks(self, masked: bool) -> tuple[int, ...]:
+        """The masks to combine with a masked use: a use without them (a row written before masks were
+        kept) counts its cores as one mask, so its bits stay taken."""
+        if self.masks or not masked:
+            return self.masks
+        return (self.cores,) if self.cores else ()
 
 
 def union_of(masks: tuple[int, ...]) -> int:
