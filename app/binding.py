@@ -245,7 +245,8 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
 
     def check(in_ledger: dict[str, dict[str, DeviceUse]]) -> Entry | None:
         nonlocal why
-        why = misfit(record.devices, sum_uses({**in_ledger, **on_api}.values()), adopted.uses)
+        others = sum_uses({**in_ledger, **on_api}.values())  # with their usage tags and core masks
+        why = misfit(record.devices, others, adopted.uses, settings.vendors)
         return None if why else adopted
 
     if context.ledger.record_checked(ref.uid, node, check) is None:

@@ -49,7 +49,7 @@ from app.core.pods import PodError
 from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
-from app.core.vendor import InvalidRequest
+from app.core.vendor import InvalidRequest, core_masks
 from app.filteroutcome import FilterOutcome
 from app.k8s import objects
 from app.k8s.errors import ApiError
@@ -103,7 +103,10 @@ def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: C
         node=node,
         state=ASSUMED,
         uses=allocation_uses(
-            devices, ctx.requests.init_count, vendor_tags(ctx.annotations, context.settings.vendors)
+            devices,
+            ctx.requests.init_count,
+            vendor_tags(ctx.annotations, context.settings.vendors),
+            core_masks(context.settings.vendors),
         ),
         quota=pod_quota_use(collapsed, context.settings.vendors),
         allocation=";".join(f"{key}={encode_pod_single_device(c)}" for key, c in sorted(devices.items())),

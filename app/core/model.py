@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
+_O = TypeVar("_O", str, int)
 
 # The sentinel HAMi uses for "no memory percentage requested" (reference §0, §3.1).
 PERCENT_UNSET = 101
@@ -173,6 +174,11 @@ def _without(items: tuple[_T, ...], removed: tuple[_T, ...]) -> tuple[_T, ...]:
     return tuple(remaining)
 
 
+def _sorted_union(a: tuple[_O, ...], b: tuple[_O, ...]) -> tuple[_O, ...]:
+    """Two sorted multisets as one."""
+    return tuple(sorted(a + b)) if a and b else a or b
+
+
 def _merged(a: tuple[MigSlice, ...], b: tuple[MigSlice, ...]) -> tuple[MigSlice, ...]:
     return tuple(sorted((*a, *b), key=MigSlice.key)) if a and b else a or b
 
@@ -185,6 +191,11 @@ class DeviceUse:
     `mig_slots` the slots of the pods that hold it with a MIG allocation; on a `mig`-mode device a slot
     without one means a pod holds it without a known placement, which makes the device unhealthy
     (`app.core.mig`, reference §4.2).
+
+    `masks` are kept for a device whose cores are a bitmask of core units (a vendor declaring
+    `app.core.vendor.CoreMasks`, AWS Neuron): each holder's mask, a sorted multiset. Such a use's `cores`
+    is the OR of its masks, never their sum: two holders given the same core (two leaders, each deciding
+    without the other) must leave that core taken, not turn the sum into another core's bit.
     """
 
     slots: int = 0
@@ -194,27 +205,49 @@ class DeviceUse:
     mig: tuple[MigSlice, ...] = ()
     # Vendor tags of the pods holding the device (`Vendor.usage_tags`, HAMi's PodInfos), a sorted multiset.
     tags: tuple[str, ...] = ()
+    masks: tuple[int, ...] = ()
 
     def plus(self, other: DeviceUse) -> DeviceUse:
+        masked = bool(self.masks or other.masks)
+        masks = _sorted_union(self._masks(masked), other._masks(masked))
         return DeviceUse(
             self.slots + other.slots,
             self.mem + other.mem,
-            self.cores + other.cores,
+            union_of(masks) if masked else self.cores + other.cores,
             self.mig_slots + other.mig_slots,
             _merged(self.mig, other.mig),
-            tuple(sorted((*self.tags, *other.tags))) if self.tags and other.tags else self.tags or other.tags,
+            _sorted_union(self.tags, other.tags),
+            masks,
         )
 
     def minus(self, other: DeviceUse) -> DeviceUse:
         """This use without `other` (one of the reservations it is the sum of)."""
+        masked = bool(self.masks)
+        masks = _without(self.masks, other._masks(masked))
         return DeviceUse(
             self.slots - other.slots,
             self.mem - other.mem,
-            self.cores - other.cores,
+            union_of(masks) if masked else self.cores - other.cores,
             self.mig_slots - other.mig_slots,
             _without(self.mig, other.mig),
             _without(self.tags, other.tags),
+            masks,
         )
+
+    def _masks(self, masked: bool) -> tuple[int, ...]:
+        """The masks to combine with a masked use: a use without them (a row written before masks were
+        kept) counts its cores as one mask, so its bits stay taken."""
+        if self.masks or not masked:
+            return self.masks
+        return (self.cores,) if self.cores else ()
+
+
+def union_of(masks: tuple[int, ...]) -> int:
+    """The bits any of `masks` holds."""
+    result = 0
+    for mask in masks:
+        result |= mask
+    return result
 
 
 # device UUID -> use, for one node (HAMi matches usage to devices by UUID only).

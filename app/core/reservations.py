@@ -20,7 +20,7 @@ from app.core.decision import ASSIGNED_NODE
 from app.core.model import DeviceUse, NodeUse, PodDevices
 from app.core.quota import pod_quota_use
 from app.core.usage import VendorTags, collapse_pod, device_uses, sum_uses
-from app.core.vendor import Vendor
+from app.core.vendor import Vendor, core_masks
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ def reservation_from_pod(
         name=pods.name(pod),
         node=annotations[ASSIGNED_NODE],
         devices=collapsed,
-        uses=device_uses(collapsed, slices, vendor_tags(annotations, vendors)),
+        uses=device_uses(collapsed, slices, vendor_tags(annotations, vendors), core_masks(vendors)),
         quota_use=pod_quota_use(collapsed, vendors),
         init_released=released,
     )

@@ -4,12 +4,13 @@ A pod's allocation annotation lists devices per container, but init containers r
 before the app containers, so the capacity a pod holds on a device is the larger of its init peak and the
 sum over its app containers (HAMi `CollapseInitContainerUsage`, reference §9.3). Once the init containers
 have finished, only the app sum remains (`AppContainersOnlyDeviceUsage`). The ledger stores the collapsed
-form; node usage is the sum of collapsed reservations, matched to devices by UUID (§4.2).
+form; node usage is the sum of collapsed reservations, matched to devices by UUID (§4.2), except that the
+core bitmasks of a vendor recording them (AWS Neuron) are ORed, never added (`DeviceUse.masks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from app.core import mig
 from app.core.model import (
@@ -88,30 +89,43 @@ def collapse_pod(devices: PodDevices, init_count: int, *, include_init: bool = T
 
 # vendor key -> the tags (`Vendor.usage_tags`) a pod puts on every device it holds of that vendor
 VendorTags = Mapping[str, tuple[str, ...]]
+# vendor key -> the core bits an allocated device takes, for vendors recording core bitmasks
+# (`app.core.vendor.core_masks`)
+CoreMaskOf = Mapping[str, Callable[[ContainerDevice], int]]
 
 
 def device_uses(
-    collapsed: PodDevices, slices: Sequence[mig.MigAllocation] = (), tags: VendorTags | None = None
+    collapsed: PodDevices,
+    slices: Sequence[mig.MigAllocation] = (),
+    tags: VendorTags | None = None,
+    masks: CoreMaskOf | None = None,
 ) -> dict[str, DeviceUse]:
-    """UUID -> capacity taken by one (collapsed) pod allocation, with the pod's MIG slices (`mig.attach`)
-    and its vendor tags (one set per device it holds)."""
+    """UUID -> capacity taken by one (collapsed) pod allocation, with the pod's MIG slices (`mig.attach`),
+    its vendor tags (one set per device it holds) and, for a vendor in `masks`, its core bitmask (one pod's
+    masks on a device are disjoint, so their collapsed sum is their OR)."""
     uses: dict[str, DeviceUse] = {}
     for vendor, containers in collapsed.items():
         labels = tuple(sorted(tags.get(vendor, ()))) if tags else ()
+        mask_of = masks.get(vendor) if masks else None
         for devices in containers:
             for d in devices:
-                use = DeviceUse(_slots(d), d.usedmem, d.usedcores, tags=labels)
+                if mask_of is None:
+                    use = DeviceUse(_slots(d), d.usedmem, d.usedcores, tags=labels)
+                else:
+                    bits = mask_of(d)
+                    use = DeviceUse(_slots(d), d.usedmem, bits, tags=labels, masks=(bits,) if bits else ())
                 uses[d.uuid] = uses[d.uuid].plus(use) if d.uuid in uses else use
     return mig.attach(uses, slices) if slices else uses
 
 
 def allocation_uses(
-    devices: PodDevices, init_count: int, tags: VendorTags | None = None
+    devices: PodDevices, init_count: int, tags: VendorTags | None = None, masks: CoreMaskOf | None = None
 ) -> dict[str, DeviceUse]:
     """What a new allocation holds: exactly what `reservations.reservation_from_pod` reads back from the
-    annotations written for it (the device lists, the MIG allocations and the pod's vendor tags)."""
+    annotations written for it (the device lists, the MIG allocations, the pod's vendor tags and the core
+    masks of the vendors recording them)."""
     slices = [entry for containers in devices.values() for entry in mig.allocations(containers)]
-    return device_uses(collapse_pod(devices, init_count), slices, tags)
+    return device_uses(collapse_pod(devices, init_count), slices, tags, masks)
 
 
 def sum_uses(reservations: Iterable[Mapping[str, DeviceUse]]) -> dict[str, DeviceUse]:

@@ -43,6 +43,7 @@ from app.core.model import (
     DeviceInfo,
     DeviceRequest,
     DeviceUsage,
+    DeviceUse,
     NodeDevices,
     PodRequests,
     PodSingleDevice,
@@ -327,6 +328,37 @@ def quota_amounts(vendor: Vendor, device: ContainerDevice) -> tuple[int, int]:
     if _own_units(type(vendor)):
         return cast(QuotaUnits, vendor).quota_amounts(device)
     return device.usedmem, device.usedcores
+
+
+# --- the bind-time re-check and mask-shaped usage (optional hooks) ---------------------------------------
+
+
+@runtime_checkable
+class Placement(Protocol):
+    """Optional for a vendor whose Fit places a task on a device by more than its slots, memory and cores
+    (`app.core.recheck`): why one pod's use `own` of `device` cannot be next to `others` (the sum of the
+    other pods' uses, their tags and masks included) as the vendor's Fit would decide it, or "".
+
+    Reuse the Fit's own predicates; health, selectors and the pod's policy (`mutex`) are the filter's, never
+    judged here. A vendor without the hook gets `app.core.recheck.capacity_misfit`: slots, memory and cores
+    within `count`, `devmem`, `devcore`, and MIG slices that do not overlap on a `mig`-mode device."""
+
+    def placement_misfit(self, device: DeviceInfo, others: DeviceUse, own: DeviceUse) -> str: ...
+
+
+@runtime_checkable
+class CoreMasks(Protocol):
+    """Optional for a vendor whose allocations record a bitmask of the device's cores in `usedcores` (AWS
+    Neuron): usage then keeps each holder's mask and ORs them (`DeviceUse.masks`), so that a core two pods
+    were given stays taken instead of their sum naming another core."""
+
+    def core_mask(self, device: ContainerDevice) -> int:
+        """The core bits the allocated `device` takes."""
+
+
+def core_masks(vendors: Sequence[Vendor]) -> dict[str, Callable[[ContainerDevice], int]]:
+    """Vendor key -> its `core_mask`, for the vendors that record core bitmasks."""
+    return {vendor.key: vendor.core_mask for vendor in vendors if isinstance(vendor, CoreMasks)}
 
 
 def node_locks(vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:

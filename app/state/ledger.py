@@ -128,16 +128,19 @@ def _slice(s: MigSlice) -> list[object]:
 
 def _encode_uses(uses: Mapping[str, DeviceUse]) -> bytes:
     """`[[uuid, slots, mem, cores], ...]`; a use with MIG slices adds `mig_slots, [[start, size, profile
-    (, mig uuid, gpu instance, compute instance)], ...]`, and a use with usage tags (Metax sGPU's app class
-    and QoS, `Vendor.usage_tags`) adds those two and `[tag, ...]` (shorter rows, written before MIG or tags
-    were kept, decode too)."""
+    (, mig uuid, gpu instance, compute instance)], ...]`, a use with usage tags (Metax sGPU's app class
+    and QoS, `Vendor.usage_tags`) adds those two and `[tag, ...]`, and a use with core bitmasks (AWS
+    Neuron, `DeviceUse.masks`) adds those three and `[mask, ...]` (shorter rows, written before MIG, tags
+    or masks were kept, decode too)."""
     rows: list[list[object]] = []
     for uuid, u in sorted(uses.items()):
         row: list[object] = [uuid, u.slots, u.mem, u.cores]
-        if u.mig or u.mig_slots or u.tags:
+        if u.mig or u.mig_slots or u.tags or u.masks:
             row += [u.mig_slots, [_slice(s) for s in u.mig]]
-        if u.tags:
+        if u.tags or u.masks:
             row.append(list(u.tags))
+        if u.masks:
+            row.append(list(u.masks))
         rows.append(row)
     return orjson.dumps(rows)
 
@@ -153,7 +156,8 @@ def _decode_uses(raw: bytes) -> dict[str, DeviceUse]:
         uuid, slots, mem, cores, *more = row
         slices = tuple(_decode_slice(item) for item in more[1]) if more else ()
         tags = tuple(more[2]) if len(more) > 2 else ()
-        uses[uuid] = DeviceUse(slots, mem, cores, more[0] if more else 0, slices, tags)
+        masks = tuple(more[3]) if len(more) > 3 else ()
+        uses[uuid] = DeviceUse(slots, mem, cores, more[0] if more else 0, slices, tags, masks)
     return uses
 
 

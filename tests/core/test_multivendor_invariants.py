@@ -12,6 +12,7 @@ from vendor_strategies import VENDORS, MixedScenario, scenarios
 from app.core.decision import allocation_annotations, decide
 from app.core.reservations import reservation_from_pod, vendor_tags
 from app.core.usage import allocation_uses
+from app.core.vendor import core_masks
 from app.devices.awsneuron.fit import popcount
 
 EXAMPLES = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,7 +66,8 @@ def test_rebuild_from_the_pod_annotations_equals_the_reservation(scenario: Mixed
     winner = decide(ctx, list(nodes), nodes, scenario.usage, VENDORS).winner
     if winner is None or winner.devices is None:
         return
-    live = allocation_uses(winner.devices, ctx.requests.init_count, vendor_tags(ctx.annotations, VENDORS))
+    tags = vendor_tags(ctx.annotations, VENDORS)
+    live = allocation_uses(winner.devices, ctx.requests.init_count, tags, core_masks(VENDORS))
     placed = dict(scenario.pod)
     placed["metadata"] = dict(placed["metadata"])
     placed["metadata"]["annotations"] = {

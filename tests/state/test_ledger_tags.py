@@ -1,6 +1,7 @@
 """The ledger keeps the usage tags of a reservation (`Vendor.usage_tags`: Metax sGPU's app class and QoS,
 HAMi's in-process PodInfos), so the live ledger equals one rebuilt from the pods' annotations and every
-replica's Fit sees the tasks' QoS; rows written before tags were kept read back without them."""
+replica's Fit sees the tasks' QoS; rows written before tags were kept read back without them. Likewise
+the core bitmasks of AWS Neuron's holders (`DeviceUse.masks`, issue 19 finding 2): usage ORs them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ BOTH = DeviceUse(1, 100, 0, 1, (MigSlice("1g.x", MigPlacement(3, 1)),), ("qos=",
         pytest.param(TAGGED, b'[["d",1,4096,30,0,[],["app=online","qos=best-effort"]]]', id="tags"),
         pytest.param(BOTH, b'[["d",1,100,0,1,[[3,1,"1g.x"]],["qos="]]]', id="mig-and-tags"),
         pytest.param(DeviceUse(1, 2, 3), b'[["d",1,2,3]]', id="neither"),
+        pytest.param(DeviceUse(1, 0, 2, masks=(2,)), b'[["d",1,0,2,0,[],[],[2]]]', id="core-masks"),
     ],
 )
 def test_tags_are_kept(tmp_path: Path, use: DeviceUse, row: bytes) -> None:

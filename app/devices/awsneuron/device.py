@@ -33,7 +33,15 @@ from typing import Any
 
 from app.core import codec, health, pods, quantity
 from app.core.health import Health, Reported
-from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import (
+    ContainerDevice,
+    DeviceInfo,
+    DeviceRequest,
+    DeviceUsage,
+    DeviceUse,
+    PodSingleDevice,
+)
+from app.core.recheck import capacity_misfit
 from app.core.vendor import (
     ALLOCATION,
     FLAG,
@@ -219,6 +227,14 @@ class AwsNeuron(VendorDefaults):
         if request.nums > 1:
             return neuron_fit.contiguous(devices, request, ctx)
         return neuron_fit.one_device(devices, request, ctx)
+
+    def core_mask(self, device: ContainerDevice) -> int:
+        """`CoreMasks`: an allocated device's `usedcores` is the mask of the cores it takes."""
+        return device.usedcores
+
+    def placement_misfit(self, device: DeviceInfo, others: DeviceUse, own: DeviceUse) -> str:
+        """`Placement`: the holders within the device's cores (`count`), and no core bit twice."""
+        return capacity_misfit(device, others, own) or neuron_fit.overlap(device.id, others, own)
 
     def quota_amounts(self, device: ContainerDevice) -> tuple[int, int]:
         """`QuotaUnits`: a device's cores count as the cores its mask names (HAMi sums the masks, so one

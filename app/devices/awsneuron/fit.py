@@ -1,9 +1,11 @@
 """AWS Neuron `Fit` (reference vendors §2.10; quirks §3.10): one device by free cores, or a contiguous run of
 idle devices.
 
-Invariant: a device's `usedcores` is the OR of the core masks its holders took (each allocation takes free
-bits only, so their sum is their OR), and `count` is its number of cores (HAMi's `Count`), so no core is
-ever given twice and a device never has more holders than cores.
+Invariant: a device's `usedcores` is the OR of the core masks its holders took (usage keeps each holder's
+mask and ORs them, `DeviceUse.masks`; within one decision each allocation takes free bits only, so adding
+them is ORing them), and `count` is its number of cores (HAMi's `Count`), so no core is ever given twice
+and a device never has more holders than cores. The bind-time re-check (`overlap`) refuses a mask that
+shares a bit with the other holders', which two leaders deciding without each other could give.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from app.core import reasons as r
-from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage
+from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, DeviceUse
 from app.core.vendor import FitContext, FitOutcome
 from app.devices.common import slots
 from app.devices.common.selectors import uuid_allowed
@@ -40,6 +42,15 @@ def claim(used: int, need: int, width: int) -> int:
             mask |= 1 << bit
             need -= 1
     return mask
+
+
+def overlap(uuid: str, others: DeviceUse, own: DeviceUse) -> str:
+    """Why `own`'s cores cannot be next to `others`' on device `uuid` (a shared core bit), or ""."""
+    shared = own.cores & others.cores
+    if shared:
+        bits = ",".join(str(bit) for bit in range(shared.bit_length()) if shared >> bit & 1)
+        return f"core {bits} of {uuid} is held by another pod"
+    return ""
 
 
 def cores_of(device: ContainerDevice) -> int:

@@ -36,6 +36,7 @@ from app.devices.common import requests, template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import CapacityDevices
 from app.devices.common.config import SectionNames, parse_names
+from app.devices.common.placement import TemplatePlacement
 from app.devices.common.podkeys import hami_lists
 
 VENDOR = "MLU"
@@ -64,7 +65,7 @@ def parse_cambricon_config(value: Any) -> CambriconConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Cambricon(CapacityDevices):
+class Cambricon(TemplatePlacement, CapacityDevices):
     config: CambriconConfig = field(default_factory=CambriconConfig)
 
     @property

@@ -25,6 +25,7 @@ from app.core.vendor import (
 from app.devices.common import requests, template
 from app.devices.common.base import NamedResources, device_lists
 from app.devices.common.config import SectionNames, integer, parse_names, section_of
+from app.devices.common.placement import TemplatePlacement
 from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.common.selectors import type_allowed
 
@@ -63,7 +64,7 @@ RULES = template.Rules(VENDOR, USE_UUID, NOUSE_UUID, type_check=_type_check)
 
 
 @dataclass(frozen=True, slots=True)
-class Hygon(NamedResources, Registered):
+class Hygon(TemplatePlacement, NamedResources, Registered):
     PLUGIN: ClassVar[str] = "HAMi's DCU device plugin"
     config: HygonConfig = field(default_factory=HygonConfig)
 

@@ -30,6 +30,7 @@ from app.core.vendor import (
 )
 from app.devices.common import requests, template
 from app.devices.common.base import NamedResources, device_lists
+from app.devices.common.placement import TemplatePlacement
 from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.iluvatar.config import CHART_CHIPS, IluvatarChip, parse_iluvatar_config
 
@@ -39,7 +40,7 @@ INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 
 
 @dataclass(frozen=True, slots=True)
-class Iluvatar(NamedResources, Registered):
+class Iluvatar(TemplatePlacement, NamedResources, Registered):
     PLUGIN: ClassVar[str] = "HAMi's Iluvatar device plugin"
     config: IluvatarChip = field(default_factory=lambda: CHART_CHIPS[2])
 

@@ -3,9 +3,10 @@
 Devices come from `hami.io/node-register-xpu` (JSON DeviceInfo); health is the generic handshake on
 `hami.io/node-handshake-xpu`; pods take the shared node lock. Memory is rounded up to a template (24576,
 49152 or 98304 MiB) by the webhook and by the request, with cores in proportion; a device is shared only by
-vXPUs of one size (`Usedmem / Used == Memreq`, §3.8 #8, kept). Placement uses the interconnect groups of
-whole XPUs (`topology`); the selectors are `hami.io/use-xpu-uuid`/`no-use-xpu-uuid` and
-`baidu.com/use-gpuuuid`/`nouse-gpuuuid`. The filter writes the to-allocate and allocated lists.
+vXPUs of one size (`Usedmem / Used == Memreq`, §3.8 #8, kept; re-checked at bind: `placement_misfit`).
+Placement uses the interconnect groups of whole XPUs (`topology`); the selectors are
+`hami.io/use-xpu-uuid`/`no-use-xpu-uuid` and `baidu.com/use-gpuuuid`/`nouse-gpuuuid`. The filter writes the
+to-allocate and allocated lists.
 
 Differences (docs/compatibility.md): placement by index, not position; a device takes no more vXPUs than
 its registered `count` (HAMi does not check it); a negative count or memory, or a non-integer memory, is
@@ -19,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from app.core import quantity
-from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, DeviceUse, PodSingleDevice
 from app.core.policy import MUTEX, policy_contains
+from app.core.recheck import capacity_misfit
 from app.core.vendor import (
     AnnotationContext,
     Discovery,
@@ -29,7 +31,7 @@ from app.core.vendor import (
     NodeView,
     ResourceNames,
 )
-from app.devices.common import requests
+from app.devices.common import placement, requests
 from app.devices.common.base import device_lists
 from app.devices.common.registered import Keys, Registered, register_devices
 from app.devices.kunlun import topology
@@ -118,6 +120,23 @@ class KunlunVxpu(Registered):
                 1 for d in devices if d.used > 0 and uuid_fits(notes, d) and fits_vxpu(d, request)
             )
         return topology_failure(devices, notes, conflicts)
+
+    def placement_misfit(self, device: DeviceInfo, others: DeviceUse, own: DeviceUse) -> str:
+        """`Placement`: capacity, then `FitVXPU` for each of the pod's vXPUs on the device in turn (one
+        template size per device)."""
+        why = capacity_misfit(device, others, own)
+        if why or own.slots <= 0:
+            return why
+        size = own.mem // own.slots
+        working = placement.working(device, others)
+        request = DeviceRequest(1, VENDOR, size)
+        for _ in range(own.slots):
+            if not fits_vxpu(working, request):
+                held = others.mem // max(others.slots, 1)
+                return f"{device.id} holds vXPUs of {held} MiB, where this pod's take {size} MiB"
+            working.used += 1
+            working.usedmem += size
+        return ""
 
     def pod_annotations(
         self, devices: PodSingleDevice, ctx: AnnotationContext | None = None

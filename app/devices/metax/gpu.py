@@ -39,6 +39,7 @@ from app.devices.common import template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import WholeCards
 from app.devices.common.nodes import capacity_count
+from app.devices.common.placement import TemplatePlacement
 from app.devices.common.podkeys import hami_lists
 from app.devices.metax.config import MetaxConfig
 
@@ -92,7 +93,7 @@ def parse_table(name: str, value: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class MetaxGpu(WholeCards):
+class MetaxGpu(TemplatePlacement, WholeCards):
     config: MetaxConfig = field(default_factory=MetaxConfig)
 
     @property

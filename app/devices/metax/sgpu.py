@@ -6,7 +6,7 @@ take the shared node lock. Requests read limits only; a bare memory number is Gi
 canonical form has a unit is bytes. The webhook checks the app class (`online`/`offline`, one device) and
 gives pods that are not online the default QoS `best-effort`. The filter writes HAMi's device lists, the
 allocation in Metax's own JSON (`metax-tech.com/gpu-devices-allocated`) and `metax-tech.com/predicate-time`.
-Fit and the policy-neutral node score are in `sgpu_fit`.
+Fit, the policy-neutral node score and the bind re-check's rules (`placement_misfit`) are in `sgpu_fit`.
 
 Differences (docs/compatibility.md): the QoS and app class of the tasks on a device are usage tags kept in
 the ledger (HAMi: a process cache, §3.5 #3); a device held by an exclusive task of another QoS reports
@@ -25,7 +25,7 @@ from typing import Any
 
 from app.core import codec, health, quantity
 from app.core.health import Health, Reported
-from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, PodSingleDevice
+from app.core.model import DeviceInfo, DeviceRequest, DeviceUsage, DeviceUse, PodSingleDevice
 from app.core.vendor import (
     ALLOCATION,
     INFO,
@@ -190,6 +190,9 @@ class MetaxSgpu(Registered):
 
     def usage_tags(self, pod_annotations: Mapping[str, str]) -> tuple[str, ...]:
         return sgpu_fit.usage_tags(pod_annotations)
+
+    def placement_misfit(self, device: DeviceInfo, others: DeviceUse, own: DeviceUse) -> str:
+        return sgpu_fit.placement_misfit(device, others, own)
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         return sgpu_fit.fit(devices, request, ctx)

@@ -21,10 +21,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from app.core import reasons as r
-from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage
+from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUsage, DeviceUse
 from app.core.policy import MUTEX, SPREAD, go_parse_bool, policy_contains
+from app.core.recheck import capacity_misfit
 from app.core.score import f32
 from app.core.vendor import FitContext, FitOutcome, ScoreContext
+from app.devices.common import placement
 from app.devices.common.selectors import uuid_allowed
 from app.devices.common.template import memory_request
 
@@ -167,6 +169,27 @@ def fit(devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext)
         ContainerDevice(d.id, VENDOR, memory_request(d, request), cores, idx=d.index) for d in best
     )
     return FitOutcome(True, chosen)
+
+
+def placement_misfit(device: DeviceInfo, others: DeviceUse, own: DeviceUse) -> str:
+    """`Placement`: capacity, then Fit's app class and QoS rules with the pod's own tags and the others',
+    and (for pods that are not online) the exclusive and exhausted-compute rules."""
+    why = capacity_misfit(device, others, own)
+    if why:
+        return why
+    working = placement.working(device, others)
+    app = next((tag[len(APP_TAG) :] for tag in own.tags if tag.startswith(APP_TAG)), "")
+    qos = next((tag[len(QOS_TAG) :] for tag in own.tags if tag.startswith(QOS_TAG)), "")
+    if not app_class_fits(app, working):
+        online, offline = _classes(working)
+        return (
+            f"{device.id} runs {online} online and {offline} offline tasks, where this pod's class is {app!r}"
+        )
+    if app == ONLINE:
+        return ""
+    if not qos_fits(qos, working, DeviceRequest(1, VENDOR, own.mem, coresreq=own.cores), False):
+        return f"{device.id} runs tasks of another QoS policy than this pod's {qos!r}"
+    return placement.exclusive_misfit(working, own)
 
 
 def _link_score(devices: Sequence[tuple[str, int]]) -> int:

@@ -34,6 +34,7 @@ from app.devices.common import requests, template
 from app.devices.common.base import device_lists
 from app.devices.common.capacity import CapacityDevices
 from app.devices.common.config import SectionNames, parse_names
+from app.devices.common.placement import TemplatePlacement
 
 VENDOR = "Mthreads"
 CORES_PER_GPU = 16
@@ -87,7 +88,7 @@ def _limits(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Mthreads(CapacityDevices):
+class Mthreads(TemplatePlacement, CapacityDevices):
     config: MthreadsConfig = field(default_factory=MthreadsConfig)
 
     @property

@@ -37,13 +37,14 @@ from app.core.vendor import (
 )
 from app.devices.batch import Classified, DeviceColumns
 from app.devices.common.nodes import allocatable_count
+from app.devices.common.placement import TemplatePlacement
 from app.devices.common.podkeys import hami_lists
 from app.devices.nvidia import admission, batch, fit, keys, mig, requests
 from app.devices.nvidia.config import NvidiaConfig
 
 
 @dataclass(frozen=True, slots=True)
-class Nvidia:
+class Nvidia(TemplatePlacement):
     config: NvidiaConfig = field(default_factory=NvidiaConfig)
 
     @property
