@@ -116,14 +116,22 @@ class LockSpec:
     `owned`: the value is HAMi's `<RFC3339>,<namespace>,<pod>` (the device plugin finds the pod through it,
     re-entrant for the same pod); otherwise a bare RFC3339 time that names nobody (Cambricon's
     `cambricon.com/dsmlu.lock`). `expire`: the vendor's own fixed expiry, None for HAMI_NODELOCK_EXPIRE.
+    `released_by_bind`: no device plugin reads or releases it; /bind gives it back once the binding is done.
     """
 
     annotation: str = MUTEX_LOCK
     owned: bool = True
     expire: timedelta | None = None
+    released_by_bind: bool = False
 
 
 SHARED_LOCK = LockSpec()
+# The lock a pod's bind takes for its vendors that take none (AWS Neuron, Moore Threads, Kunlunxin XPU, Metax
+# GPU, Enflame): the bind re-check reads the node's pods and decides, and only a lock makes that read and
+# the binding one step across replicas — without it two leaders' binds of pods given the same device both
+# pass (the mixed two-leader storm bound one Neuron device twice, 12 ms apart). No plugin knows it: bind
+# releases it.
+BIND_LOCK = LockSpec("hami.io/bind.lock", released_by_bind=True)
 
 # The roles of a pod key a vendor writes (`PodKey.role`).
 ALLOCATION = "allocation"  # the device plugin hands out devices from it: immutable once the pod is bound
@@ -363,8 +371,8 @@ def core_masks(vendors: Sequence[Vendor]) -> dict[str, Callable[[ContainerDevice
 
 def node_locks(vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
     """Every node lock the vendors take at bind, in annotation-key order: HAMi's shared one always (a pod
-    of a vendor not enabled here may still hold it), and each vendor's own (Cambricon's)."""
-    specs = {SHARED_LOCK.annotation: SHARED_LOCK}
+    of a vendor not enabled here may still hold it), our bind lock, and each vendor's own (Cambricon's)."""
+    specs = {SHARED_LOCK.annotation: SHARED_LOCK, BIND_LOCK.annotation: BIND_LOCK}
     for vendor in vendors:
         if vendor.lock is not None:
             specs.setdefault(vendor.lock.annotation, vendor.lock)
@@ -373,12 +381,12 @@ def node_locks(vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
 
 def locks_for(requests: PodRequests, vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
     """The node locks a pod's bind takes: one per distinct annotation among the locks of the vendors any of
-    its containers asks for (init containers too, unlike HAMi: quirk #28), in annotation-key order, so two
-    pods needing the same locks take them in the same order."""
+    its containers asks for (init containers too, unlike HAMi: quirk #28) — `BIND_LOCK` for a vendor that
+    takes none —, in annotation-key order, so two pods needing the same locks take them in the same order."""
     wanted = {key for container in requests.containers for key in container}
     specs: dict[str, LockSpec] = {}
     for vendor in vendors:
-        spec = vendor.lock
-        if vendor.key in wanted and spec is not None:
+        spec = vendor.lock or BIND_LOCK
+        if vendor.key in wanted:
             specs.setdefault(spec.annotation, spec)
     return tuple(specs[key] for key in sorted(specs))

@@ -9,6 +9,7 @@ its row is then removed from the service's ledger file, so the service knows of 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,59 @@ def test_a_neuron_core_two_leaders_gave_twice_is_not_bound_twice(service: Any, c
 
     assert service.bind(cluster.pod("own"), NODE) == {"Error": ""}
     assert cluster.pod("own")["spec"]["nodeName"] == NODE
+
+
+RACE = "neuron-race"
+
+
+def test_two_leaders_binding_one_neuron_core_at_once_bind_one(
+    service: Any, start_service: Any, cluster: Any, emulator: Any, wait_for: Any, tmp_path: Path
+) -> None:
+    """Two leaders (two replicas, each its own ledger, neither counting the other's pending pods: a 1 ms
+    in-flight TTL) give NeuronCore 0 of one device to two pods and bind them at the same moment, each
+    binding held up in the API server so that both re-checks read the node before either pod is bound.
+    AWS Neuron takes no node lock in HAMi; the bind takes our own (`hami.io/bind.lock`), so the re-checks
+    cannot overlap: one pod is bound, the other refused (the mixed two-leader storm bound both, 12 ms
+    apart, before the lock)."""
+    config = tmp_path / "device-config.yaml"
+    sections = {
+        "nvidia": {"resourceCountName": "nvidia.com/gpu"},
+        "awsneuron": {"resourceCountName": "aws.amazon.com/neuron"},
+    }
+    config.write_text(yaml.safe_dump(sections), encoding="utf-8")
+    race = _neuron_node()
+    race["metadata"]["name"] = race["metadata"]["labels"]["kubernetes.io/hostname"] = RACE
+    emulator.seed([race])
+    env = {"HAMI_DEVICE_CONFIG_FILE": str(config), "HAMI_INFLIGHT_TTL": "1ms"}
+    leaders = [start_service(workers=1, env=env, registrar="worker") for _ in range(2)]
+    for leader in leaders:
+        wait_for(lambda leader=leader: leader.debug_state(RACE)["registered"], 15, f"{RACE} registered")
+    pods = [cluster.create_pod(_core_pod(f"race-{i}")) for i in range(2)]
+    for leader, pod in zip(leaders, pods, strict=True):
+        assert leader.filter(pod, [RACE])["NodeNames"] == [RACE]
+    for pod in pods:  # core 0 twice: each leader decided without the other's pod
+        assert (
+            cluster.pod_annotations(pod["metadata"]["name"])[ALLOCATED]
+            == f"{RACE}-AWSNeuron-0,AWSNeuron,0,1:;"
+        )
+    emulator.add_fault(action="delay", delay=0.8, verb="create", resource="pods", subresource="binding")
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(
+                pool.map(
+                    lambda pair: pair[0].bind(cluster.pod(pair[1]["metadata"]["name"]), RACE),
+                    zip(leaders, pods, strict=True),
+                )
+            )
+    finally:
+        emulator.clear_faults()
+    bound = [
+        p["metadata"]["name"] for p in pods if cluster.pod(p["metadata"]["name"])["spec"].get("nodeName")
+    ]
+    assert len(bound) == 1, answers
+    refused = [a["Error"] for a in answers if a["Error"]]
+    assert len(refused) == 1 and "no longer fits" in refused[0] and "is held by another pod" in refused[0], (
+        answers
+    )
+    node = cluster.node(RACE)["metadata"].get("annotations") or {}
+    assert "hami.io/bind.lock" not in node  # released by the binds themselves

@@ -14,7 +14,7 @@ import pytest
 
 from app.core.model import DeviceRequest, PodRequests
 from app.core.nodelock import format_lock, format_rfc3339
-from app.core.vendor import SHARED_LOCK, locks_for
+from app.core.vendor import BIND_LOCK, SHARED_LOCK, locks_for
 from app.devices.ascend import CHART_CHIPS, Ascend
 from app.devices.cambricon import Cambricon
 from app.devices.cambricon.device import LOCK as MLU_LOCK
@@ -65,8 +65,9 @@ VENDORS = (Nvidia(), Cambricon(), Hygon(), Mthreads(), Ascend(CHART_CHIPS[2]))
         (("NVIDIA", "DCU", "Ascend910B3"), (SHARED_LOCK,)),  # one shared lock, taken once (re-entrant)
         (("MLU",), (MLU_LOCK,)),
         (("NVIDIA", "MLU"), BOTH),  # annotation-key order: cambricon.com/... before hami.io/...
-        (("Mthreads",), ()),  # §1.5: no lock
-        (("Mthreads", "MLU"), (MLU_LOCK,)),
+        (("Mthreads",), (BIND_LOCK,)),  # §1.5: no vendor lock; our own, released by bind (issue 19)
+        (("Mthreads", "MLU"), (MLU_LOCK, BIND_LOCK)),
+        (("Mthreads", "NVIDIA"), (BIND_LOCK, SHARED_LOCK)),  # hami.io/bind.lock before hami.io/mutex.lock
     ],
 )
 def test_locks_for(keys: tuple[str, ...], expected: tuple[object, ...]) -> None:

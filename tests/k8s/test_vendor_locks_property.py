@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from app.core.model import DeviceRequest, PodRequests
 from app.core.nodelock import format_lock, format_rfc3339
-from app.core.vendor import SHARED_LOCK, locks_for
+from app.core.vendor import BIND_LOCK, SHARED_LOCK, locks_for
 from app.devices.amd import Amd
 from app.devices.awsneuron import AwsNeuron
 from app.devices.biren import Biren
@@ -32,7 +32,7 @@ from sim.testing import EmulatorHandle, node, pod, run_emulator
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 EXPIRE = timedelta(minutes=5)
-MUTEX, DSMLU = SHARED_LOCK.annotation, MLU_LOCK.annotation
+MUTEX, DSMLU, BIND = SHARED_LOCK.annotation, MLU_LOCK.annotation, BIND_LOCK.annotation
 VENDORS = (Nvidia(), Cambricon(), Hygon(), Amd(), Vastai(), Biren(), AwsNeuron())
 FAST = Backoff(first=0.001)
 OURS = format_lock(NOW, "default", "p")
@@ -64,7 +64,7 @@ def kube(sim: EmulatorHandle) -> Iterator[Kube]:
 
 def locks(kube: Kube) -> dict[str, str]:
     notes = objects.annotations_of(objects.get_node(kube, "n1"))
-    return {k: v for k, v in notes.items() if k in (MUTEX, DSMLU)}
+    return {k: v for k, v in notes.items() if k in (MUTEX, DSMLU, BIND)}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -88,7 +88,7 @@ def test_a_multi_vendor_pod_leaves_no_lock_behind(
     before = {MUTEX: FOREIGN_MUTEX[mutex], DSMLU: FOREIGN_DSMLU[dsmlu]}
     objects.patch_node_annotations(kube, "n1", before)  # None deletes
     specs = locks_for(PodRequests(tuple({k: DeviceRequest(1, k)} for k in sorted(keys)), 0), VENDORS)
-    wanted = {v.lock.annotation for v in VENDORS if v.key in keys and v.lock is not None}
+    wanted = {(v.lock or BIND_LOCK).annotation for v in VENDORS if v.key in keys}  # Neuron: our bind lock
     assert [s.annotation for s in specs] == sorted(wanted)  # one per distinct lock, in key order
     if errors:
         sim.add_fault(action="error", status=503, verb="patch", resource="nodes", count=errors)
