@@ -161,3 +161,41 @@ def test_a_write_lands_after_the_replica_lost_the_lease(
 
     wait_for(leading, 10, "leading again")
     assert answers[-1] == {"Error": ""}
+
+
+def test_a_bind_the_ledger_vouches_for_reads_no_pod(
+    service: Any, cluster: Any, emulator: Any, wait_for: Any
+) -> None:
+    """Issue 20: the row `confirmed` by this replica's write holds what the pod GET gave; the bind-phase
+    stamp is a JSON Patch that tests the UID and the allocation instead (app/bindledger.py)."""
+    pod, node = _filter(service, cluster, "dw-vouched")
+    wait_for(lambda: _state(service, pod["metadata"]["uid"]) == "confirmed", 10, "the write confirmed")
+    cluster.set_node_lock(node, None)  # an earlier test's bind on this node: its device plugin is done
+    emulator.clear_requests()
+    assert service.bind(pod, node) == {"Error": ""}
+    on_pod = [(r["method"], r["path"]) for r in emulator.requests() if r["path"].endswith("/pods/dw-vouched")]
+    assert on_pod == [("PATCH", "/api/v1/namespaces/default/pods/dw-vouched")], on_pod  # the stamp only
+    annotations = cluster.pod_annotations("dw-vouched")
+    assert (
+        annotations["hami.io/bind-phase"] == "allocating"
+        and cluster.pod("dw-vouched")["spec"]["nodeName"] == node
+    )
+
+
+def test_a_bind_whose_pod_carries_another_allocation_fails(
+    service: Any, cluster: Any, emulator: Any, wait_for: Any
+) -> None:
+    """What the GET used to catch: after this replica's write, another writer (a deposed leader's write
+    landing late) put another allocation on the pod; the stamp's tests fail and nothing is bound."""
+    pod, node = _filter(service, cluster, "dw-rewritten")
+    uid = pod["metadata"]["uid"]
+    wait_for(lambda: _state(service, uid) == "confirmed", 10, "the write confirmed")
+    cluster.set_node_lock(node, None)
+    allocated = cluster.pod_annotations("dw-rewritten")["hami.io/vgpu-devices-allocated"]
+    other = allocated.replace(",30000,", ",1000,")
+    cluster.patch_pod_annotations("dw-rewritten", "default", {"hami.io/vgpu-devices-allocated": other})
+    answer = service.bind(pod, node)
+    assert "no longer carries the allocation filtered for" in answer["Error"], answer
+    assert not cluster.pod("dw-rewritten")["spec"].get("nodeName")
+    assert _state(service, uid) is None  # forgotten; the pod is filtered again
+    assert cluster.node_lock(node) is None  # our lock released
