@@ -22,6 +22,7 @@ import orjson
 import yaml
 
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
+from sim.image import ImageRunner
 from sim.kube import Kube, pool_manager
 from sim.processes import ChildProcess, start_process
 from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
@@ -66,8 +67,10 @@ def pid_alive(pid: int) -> bool:
 class Stack:
     """The child processes of one run, its control plane, and where they keep their files."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, image: str = "") -> None:
         self.workdir = workdir
+        # with an image, our containers run from it (sim.image, real control plane only)
+        self.image = ImageRunner(image, workdir) if image else None
         self.kubeconfig = workdir / "kubeconfig"
         self.processes: dict[str, ChildProcess] = {}
         self.pids: dict[str, list[int]] = {}
@@ -159,6 +162,8 @@ class Stack:
                 self._stop_one(name)
             while self.closers:
                 self.closers.pop()()
+            if self.image is not None:
+                self.image.close()
             if self.control_plane is not None:
                 self._note_control_plane()
                 self.control_plane.stop()
