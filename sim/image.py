@@ -128,9 +128,8 @@ def container_spec(objects: Iterable[dict[str, Any]], name: str) -> dict[str, An
 class ImageRunner:
     """Turns "start the chart's container X of replica i" into a `buildah run` command line."""
 
-    def __init__(self, image: str, workdir: Path) -> None:
+    def __init__(self, image: str) -> None:
         self.image = image
-        self.workdir = workdir
         self._container = ""
         self._rootfs: Path | None = None
 

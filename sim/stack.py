@@ -70,7 +70,7 @@ class Stack:
     def __init__(self, workdir: Path, image: str = "") -> None:
         self.workdir = workdir
         # with an image, our containers run from it (sim.image, real control plane only)
-        self.image = ImageRunner(image, workdir) if image else None
+        self.image = ImageRunner(image) if image else None
         self.kubeconfig = workdir / "kubeconfig"
         self.processes: dict[str, ChildProcess] = {}
         self.pids: dict[str, list[int]] = {}
