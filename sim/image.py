@@ -14,8 +14,9 @@ buildah 1.28 has no read-only root and no capability-free start for a non-root u
 starts as root with CAP_SYS_ADMIN running `SHIM` (the image's own Python, stdlib only): remount `/`
 read-only in the container's private mount namespace, drop the capability bounding set, take the pod's
 user, group and fsGroup, set no_new_privs, exec the chart's command. The image's processes run in the
-`buildah run` process's group, so `sim.processes` stops them as it stops a checkout process (SIGTERM to
-`buildah run`, which forwards it; SIGKILL to the group). Mount targets are resolved inside the image's root
+`buildah run` process's group; `buildah run` SIGKILLs its container when it gets SIGTERM, so a stop sends
+SIGTERM to the container's own process (`container_process`), as a kubelet does, and `sim.processes` then
+SIGKILLs the group as for a checkout process. Mount targets are resolved inside the image's root
 (its /var/run -> /run): buildah 1.28 follows an absolute symlink on the host.
 
 One working container per run (`buildah from`, removed by `close`) serves every process: its root is
@@ -192,6 +193,38 @@ class ImageRunner:
         if self._container:
             name, self._container, self._rootfs = self._container, "", None
             _buildah("rm", name)
+
+
+def container_process(buildah_pid: int) -> int | None:
+    """The container's own process under `buildah run` (below buildah-chroot-runtime and -exec): where
+    SIGTERM goes, as a kubelet sends it to the container's first process. `buildah run` and its helpers
+    SIGKILL the container when they get SIGTERM instead of passing it on (measured with buildah 1.28)."""
+    pid = buildah_pid
+    for _ in range(4):
+        children = _children(pid)
+        if not children:
+            return None
+        pid = children[0]
+        try:
+            if "buildah" not in Path(f"/proc/{pid}/comm").read_text():  # memfd:buildah-c...
+                return pid
+        except OSError:
+            return None
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found += [int(p) for p in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def secret_folder(

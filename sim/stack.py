@@ -22,7 +22,7 @@ import orjson
 import yaml
 
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
-from sim.image import ImageRunner
+from sim.image import BUILDAH, ImageRunner, container_process
 from sim.kube import Kube, pool_manager
 from sim.processes import ChildProcess, start_process
 from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
@@ -88,6 +88,8 @@ class Stack:
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         process = start_process(argv, log_path=self.workdir / f"{name}.log", env=env, cwd=REPO_ROOT)
+        if self.image is not None and argv[:2] == [BUILDAH, "run"]:
+            process.term_target = container_process  # SIGTERM to the container, as a kubelet sends it
         self.processes[name] = process
         self.pids[name] = [*self.pids.get(name, []), process.pid]
         self._recipes[name] = (list(argv), env)

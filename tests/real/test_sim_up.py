@@ -83,7 +83,9 @@ def test_sim_up_serves_until_sigterm_and_leaves_nothing(
             os.kill(pid, signal.SIGKILL)
     assert leftovers == [] and pids
     assert not (workdir / "ready").exists()
-    if image:
+    if image:  # each container got SIGTERM and stopped by itself (buildah run SIGKILLs it on its own SIGTERM)
+        for name in ("worker", "extender", "service"):
+            assert "exited on killed" not in (workdir / f"{name}.log").read_text(errors="replace"), name
         containers = subprocess.run(
             ["buildah", "containers", "--format", "{{.ContainerName}}"],
             capture_output=True,
