@@ -2,8 +2,9 @@
 
 `--from-image IMAGE` (`make image` writes the reference to build/image.ref): the real-control-plane suites
 start our worker and both Gunicorn servers from that built image instead of the checkout (sim.image), and
-tests/image (the image's own checks) is collected; without it tests/image is not collected at all: those
-checks need an image, and `make image` (which builds one) runs them.
+tests/image (the image's own checks) is collected; without it a plain `pytest` (`make test`) leaves
+tests/image out: those checks need an image, and `make image` (which builds one) runs them. Named
+explicitly without the option, they fail saying so.
 """
 
 from __future__ import annotations

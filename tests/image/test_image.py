@@ -33,6 +33,8 @@ def normalize(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def container(from_image: str) -> Iterator[str]:
+    if not from_image:
+        pytest.fail("tests/image checks a built image: pass --from-image IMAGE (`make image` does)")
     name = f"hami-image-test-{uuid.uuid4().hex[:8]}"
     subprocess.run(
         [BUILDAH, "from", "--quiet", "--pull=never", "--name", name, from_image],
@@ -58,7 +60,7 @@ def image_config(from_image: str) -> dict[str, object]:
     return dict(json.loads(done.stdout)["OCIv1"]["config"])
 
 
-def test_the_image_runs_as_the_charts_numeric_user(from_image: str, container: str) -> None:
+def test_the_image_runs_as_the_charts_numeric_user(container: str, from_image: str) -> None:
     values = yaml.safe_load((REPO / "helm" / "hami-scheduler" / "values.yaml").read_text())
     pod = values["podSecurityContext"]
     expected = f"{pod['runAsUser']}:{pod['runAsGroup']}"
