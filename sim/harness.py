@@ -80,6 +80,8 @@ def running_cluster(
 ) -> Iterator[Stack]:
     """A started cluster (see sim.stack.start_cluster); everything stopped when the block ends."""
     options = options or ClusterOptions()
+    if options.from_image and control_plane != "real":
+        raise DemoFailure("from_image needs the real control plane (the chart's containers run against it)")
     workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack(workdir, image=options.from_image)
     try:

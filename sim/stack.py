@@ -164,8 +164,6 @@ class Stack:
                 self._stop_one(name)
             while self.closers:
                 self.closers.pop()()
-            if self.image is not None:
-                self.image.close()
             if self.control_plane is not None:
                 self._note_control_plane()
                 self.control_plane.stop()
@@ -173,6 +171,8 @@ class Stack:
             if self.kube is not None:
                 self.kube.close()
                 self.kube = None
+            if self.image is not None:  # last: its processes are gone, and a failure here stops nothing else
+                self.image.close()
 
     def survivors(self) -> list[int]:
         return [pid for pids in self.pids.values() for pid in pids if pid_alive(pid)]

@@ -11,6 +11,8 @@ import pytest
 
 from sim import image
 from sim.controlplane import chart
+from sim.harness import ClusterOptions, running_cluster
+from sim.stack import DemoFailure
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +95,11 @@ def test_each_container_runs_the_charts_command_with_its_mounts_and_user(
 def test_a_volume_without_a_stand_in_is_a_clear_error(tmp_path: Path, objects: list[dict[str, Any]]) -> None:
     with pytest.raises(image.ImageError, match="no stand-in for the chart's volume state of worker"):
         runner_on(tmp_path).argv(objects, "worker", {}, {})
+
+
+def test_the_harness_refuses_an_image_on_the_emulator(tmp_path: Path) -> None:
+    with (
+        pytest.raises(DemoFailure, match="from_image needs the real control plane"),
+        running_cluster(tmp_path, "emulator", ClusterOptions(from_image="localhost/x:1")),
+    ):
+        pytest.fail("no cluster may start")
