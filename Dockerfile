@@ -4,7 +4,8 @@
 #                          on 127.0.0.1:8443 unless HAMI_ROUTES/HAMI_BIND say otherwise: the Helm chart runs
 #                          HAMI_ROUTES=scheduler on 8444 and HAMI_ROUTES=public on 8443, docs/security.md)
 #   registration worker:   python -m workers
-# Build:  docker build -t hami-scheduler-py:0.1.0 .        (docs/install.md)
+# Build:  docker build -t hami-scheduler-py:0.1.0 .        (docs/install.md), or `make image` (buildah, no
+#         Docker engine; docs/container-image.md)
 # Runs as a numeric non-root user with a read-only root filesystem: the only writable paths are the volumes the
 # Helm chart mounts (/var/run/hami for shared state and Prometheus multiprocess files, /tmp).
 
@@ -26,12 +27,13 @@ COPY app ./app
 COPY workers ./workers
 COPY config ./config
 # The project itself, for the `hami-scheduler` console script (docs/cli.md); the services run from /app. The
-# locked setuptools builds it and is removed afterwards.
+# locked setuptools builds it; it and the venv's pip are removed afterwards (nothing installs at run time).
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation /src \
-    && /opt/venv/bin/pip uninstall --yes setuptools
+    && /opt/venv/bin/python -m pip uninstall --yes setuptools pip
 
 # --- runtime --------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
+ARG PYTHON_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
@@ -41,11 +43,13 @@ LABEL org.opencontainers.image.title="hami-scheduler-py" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="python:3.11-slim"
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
-# A passwd entry for the numeric user keeps libraries that look the user up (getpass, ~ expansion) happy.
+# A passwd entry for the numeric user keeps libraries that look the user up (getpass, ~ expansion) happy. The
+# base's own pip (python:3.11-slim ships one; Debian's python3 does not) goes: nothing installs at run time.
 RUN groupadd --system --gid 10001 hami \
-    && useradd --system --no-log-init --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin hami
+    && useradd --system --no-log-init --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin hami \
+    && if python -m pip --version >/dev/null 2>&1; then python -m pip uninstall --yes pip setuptools wheel; fi
 
 # PROMETHEUS_MULTIPROC_DIR is Gunicorn's aggregated metrics directory (created by config/gunicorn.conf.py);
 # the Helm chart points the registration worker at its own /tmp instead. HAMI_BUILD_* label hami_build_info.

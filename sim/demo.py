@@ -31,7 +31,7 @@ from typing import Any
 
 import urllib3
 
-from sim import podutil
+from sim import image, podutil
 from sim.actors import stats_of
 from sim.cluster import start_cluster
 from sim.command import Command
@@ -210,10 +210,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if image.argument_error(args):
+        print(f"sim demo: {image.argument_error(args)}", file=sys.stderr)
+        return 2
     began = time.time()
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(workdir)
+    stack = Stack(workdir, image=args.from_image)
     if args.control_plane == "real":
         args.tls = True  # the chart serves HTTPS only
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -299,6 +302,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stable", type=float, default=5.0, help="real control plane: seconds the outcome must not change"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir after a successful run")
+    image.add_argument(parser)
 
 
 COMMAND = Command(add_arguments, run)

@@ -52,6 +52,7 @@ class ClusterOptions:
     replica_nodes: tuple[
         str, ...
     ] = ()  # real: replica i runs as the pod on node i (NODE_NAME; sim.replicapods)
+    from_image: str = ""  # real: our containers from this built image (sim.image)
 
     def namespace(self, control_plane: str) -> argparse.Namespace:
         return argparse.Namespace(
@@ -67,6 +68,7 @@ class ClusterOptions:
                     "external",
                     "scheduler_qps",
                     "replica_nodes",
+                    "from_image",
                 )
             },
         )
@@ -78,8 +80,10 @@ def running_cluster(
 ) -> Iterator[Stack]:
     """A started cluster (see sim.stack.start_cluster); everything stopped when the block ends."""
     options = options or ClusterOptions()
+    if options.from_image and control_plane != "real":
+        raise DemoFailure("from_image needs the real control plane (the chart's containers run against it)")
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(workdir)
+    stack = Stack(workdir, image=options.from_image)
     try:
         start_cluster(
             options.namespace(control_plane),

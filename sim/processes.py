@@ -3,8 +3,9 @@
 Tests start the API emulator, Gunicorn and workers as real processes; each must be stopped by the test that
 started it, on success and on failure alike. ``stop`` sends SIGTERM to the child's PID (to its whole
 process group with ``term_group``: a shell command's processes, which a shell does not pass SIGTERM on
-to), waits, escalates to SIGKILL for the child's own process group (which catches workers a master forked),
-and always reaps.
+to; to the PID ``term_target`` names: the container's own process under `buildah run`, sim.image), waits,
+escalates to SIGKILL for the child's own process group (which catches workers a master forked), and always
+reaps.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -27,6 +28,8 @@ class ChildProcess:
         self._popen = popen
         self.log_path = log_path
         self.term_group = term_group
+        # the child's PID -> the process SIGTERM is meant for, when not the child itself (None: the child)
+        self.term_target: Callable[[int], int | None] | None = None
 
     @property
     def pid(self) -> int:
@@ -49,8 +52,11 @@ class ChildProcess:
     def stop(self, timeout: float = 5.0) -> int:
         """SIGTERM the PID, SIGKILL its process group after ``timeout``, reap; returns the exit code."""
         if self._popen.poll() is None:
+            target = self.term_target(self._popen.pid) if self.term_target is not None else None
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                if self.term_group:
+                if target is not None:
+                    os.kill(target, signal.SIGTERM)
+                elif self.term_group:
                     os.killpg(self._popen.pid, signal.SIGTERM)
                 else:
                     os.kill(self._popen.pid, signal.SIGTERM)

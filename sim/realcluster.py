@@ -40,6 +40,7 @@ from sim.controlplane.base import (
     KUBE_SCHEDULER,
     RELEASE_NAMESPACE,
 )
+from sim.image import image_containers
 from sim.kube import Kube, KubeError, pool_manager
 from sim.processes import wait_for_http
 from sim.serviceproxy import ServiceProxy
@@ -164,12 +165,21 @@ def start_replica(
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / f"prometheus-worker{suffix}"),
         **(service_env or {}),
     }
-    for env in (extender, public, worker):
-        Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
-    stack.start(f"worker{suffix}", [PY, "-m", "workers"], worker)
-    gunicorn = [PY, "-m", "gunicorn", "-c", gunicorn_config, "wsgi:app"]
-    extender_process = stack.start(f"extender{suffix}", gunicorn, extender)
-    process = stack.start(f"service{suffix}", gunicorn, public)
+    if stack.image is not None:  # the chart's containers from the built image (sim.image)
+        if gunicorn_config != "config/gunicorn.conf.py":
+            raise DemoFailure(f"--from-image runs the image's Gunicorn configuration, not {gunicorn_config}")
+        binds = {"extender": extender, "webhook": public, "worker": worker}
+        argvs = image_containers(stack, setup, suffix, name, node, binds, service_env or {})
+        stack.start(f"worker{suffix}", argvs["worker"])
+        extender_process = stack.start(f"extender{suffix}", argvs["extender"])
+        process = stack.start(f"service{suffix}", argvs["webhook"])
+    else:
+        for env in (extender, public, worker):
+            Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+        stack.start(f"worker{suffix}", [PY, "-m", "workers"], worker)
+        gunicorn = [PY, "-m", "gunicorn", "-c", gunicorn_config, "wsgi:app"]
+        extender_process = stack.start(f"extender{suffix}", gunicorn, extender)
+        process = stack.start(f"service{suffix}", gunicorn, public)
     url, extender_url = f"https://127.0.0.1:{public_port}", f"https://127.0.0.1:{extender_port}"
     context = ssl.create_default_context(cafile=str(setup.tls.ca))
     context.load_cert_chain(str(setup.client.cert), str(setup.client.key))

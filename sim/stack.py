@@ -22,6 +22,7 @@ import orjson
 import yaml
 
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
+from sim.image import BUILDAH, ImageRunner, container_process
 from sim.kube import Kube, pool_manager
 from sim.processes import ChildProcess, start_process
 from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
@@ -66,8 +67,10 @@ def pid_alive(pid: int) -> bool:
 class Stack:
     """The child processes of one run, its control plane, and where they keep their files."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, image: str = "") -> None:
         self.workdir = workdir
+        # with an image, our containers run from it (sim.image, real control plane only)
+        self.image = ImageRunner(image) if image else None
         self.kubeconfig = workdir / "kubeconfig"
         self.processes: dict[str, ChildProcess] = {}
         self.pids: dict[str, list[int]] = {}
@@ -85,6 +88,8 @@ class Stack:
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         process = start_process(argv, log_path=self.workdir / f"{name}.log", env=env, cwd=REPO_ROOT)
+        if self.image is not None and argv[:2] == [BUILDAH, "run"]:
+            process.term_target = container_process  # SIGTERM to the container, as a kubelet sends it
         self.processes[name] = process
         self.pids[name] = [*self.pids.get(name, []), process.pid]
         self._recipes[name] = (list(argv), env)
@@ -166,6 +171,8 @@ class Stack:
             if self.kube is not None:
                 self.kube.close()
                 self.kube = None
+            if self.image is not None:  # last: its processes are gone, and a failure here stops nothing else
+                self.image.close()
 
     def survivors(self) -> list[int]:
         return [pid for pids in self.pids.values() for pid in pids if pid_alive(pid)]

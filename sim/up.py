@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from sim import image
 from sim.cluster import start_cluster
 from sim.command import Command, stop_on_signals
 from sim.controlplane import KINDS
@@ -38,12 +39,15 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.gpus_per_node < 1:
         print("sim up: --nodes and --gpus-per-node must be at least 1", file=sys.stderr)
         return 2
+    if image.argument_error(args):
+        print(f"sim up: {image.argument_error(args)}", file=sys.stderr)
+        return 2
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     ready = workdir / "ready"
     ready.unlink(missing_ok=True)
     done = stop_on_signals()
-    stack = Stack(workdir)
+    stack = Stack(workdir, image=args.from_image)
     code = 0
     try:
         start_cluster(args, stack, default_scheduler=True)
@@ -96,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allocate-latency", type=float, default=0.002)
     parser.add_argument("--unschedulable-timeout", type=float, default=30.0, help="simulated scheduler only")
     parser.add_argument("--max-unschedulable", type=int, default=1000, help="simulated scheduler only")
+    image.add_argument(parser)
     parser.set_defaults(tls=True)
 
 

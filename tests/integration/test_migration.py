@@ -70,14 +70,15 @@ PATIENCE = {"unschedulable_timeout": 3, "max_unschedulable": 3, "initial_backoff
 
 
 @pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.real)])
-def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
+def stack(request: pytest.FixtureRequest, tmp_path: Path, from_image: str) -> Iterator[Stack]:
+    """On the real control plane with --from-image, our containers run from that image."""
     kind = request.param
     if kind == "real":
         try:
             binaries.find()
         except binaries.MissingBinaries as exc:
             pytest.fail(str(exc))
-    stack = Stack(tmp_path / kind)
+    stack = Stack(tmp_path / kind, image=from_image if kind == "real" else "")
     try:
         stack.start_control_plane(kind)
         yield stack

@@ -72,10 +72,14 @@ def holder(kube: Kube, lease: str) -> str:
 
 @pytest.fixture(params=["follow", "acquire"], scope="module")
 def cluster(
-    request: pytest.FixtureRequest, real_binaries: object, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    real_binaries: object,
+    tmp_path_factory: pytest.TempPathFactory,
+    from_image: str,
 ) -> Iterator[Stack]:
+    """With --from-image, each replica's containers run from that image (killed as a pod's are)."""
     values = {"replicas": 2, "leaderElection": {"mode": request.param, **TIMINGS}}
-    options = ClusterOptions(nodes=3, gpus_per_node=4, chart_values=values)
+    options = ClusterOptions(nodes=3, gpus_per_node=4, chart_values=values, from_image=from_image)
     workdir: Path = tmp_path_factory.mktemp(f"leader-{request.param}")
     with running_cluster(workdir, "real", options) as stack:
         yield request.param, stack

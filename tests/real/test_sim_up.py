@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,10 +18,11 @@ import pytest
 from sim import podutil
 from sim.kube import Kube, pod_path
 from sim.processes import start_process
-from sim.stack import pid_alive
+from sim.stack import group_members, pid_alive
 from sim.testing import REPO_ROOT
 
 pytestmark = pytest.mark.integration
+CHART_UID = 10001  # values.yaml podSecurityContext.runAsUser (tests/image checks the image runs as it)
 GPU_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
@@ -42,11 +44,15 @@ PLAIN_POD = {
 @pytest.mark.parametrize(
     "control_plane", ["emulator", pytest.param("real", marks=pytest.mark.real)], ids=["emulator", "real"]
 )
-def test_sim_up_serves_until_sigterm_and_leaves_nothing(tmp_path: Path, control_plane: str) -> None:
+def test_sim_up_serves_until_sigterm_and_leaves_nothing(
+    tmp_path: Path, control_plane: str, from_image: str
+) -> None:
+    """With --from-image (real): our worker and both Gunicorn servers are the image's, as the chart's uid."""
     workdir = tmp_path / "up"
+    image = ["--from-image", from_image] if from_image and control_plane == "real" else []
     argv = [
         sys.executable, "-m", "sim", "up", "--control-plane", control_plane, "--nodes", "2",
-        "--gpus-per-node", "2", "--workdir", str(workdir),
+        "--gpus-per-node", "2", "--workdir", str(workdir), *image,
     ]  # fmt: skip
     up = start_process(argv, log_path=tmp_path / "up.log", cwd=REPO_ROOT)
     pids: list[int] = []
@@ -75,6 +81,10 @@ def test_sim_up_serves_until_sigterm_and_leaves_nothing(tmp_path: Path, control_
         assert podutil.spec(plain)["schedulerName"] == "default-scheduler"  # the webhook left it alone
         assert podutil.annotations_of(plain).get("hami.io/vgpu-node") is None
         kube.close()
+        if image:  # each container's processes: `buildah run`'s group, the chart's user inside
+            for name in ("worker", "extender", "service"):
+                members = group_members(ready["pids"][name])
+                assert CHART_UID in {uid_of(pid) for pid in members}, (name, members)
         os.kill(up.pid, signal.SIGTERM)
         up_deadline = time.monotonic() + 60
         while up.alive():
@@ -88,3 +98,20 @@ def test_sim_up_serves_until_sigterm_and_leaves_nothing(tmp_path: Path, control_
             os.kill(pid, signal.SIGKILL)
     assert leftovers == [] and pids
     assert not (workdir / "ready").exists()
+    if image:  # each container got SIGTERM and stopped by itself (buildah run SIGKILLs it on its own SIGTERM)
+        for name in ("worker", "extender", "service"):
+            assert "exited on killed" not in (workdir / f"{name}.log").read_text(errors="replace"), name
+        containers = subprocess.run(
+            ["buildah", "containers", "--format", "{{.ContainerName}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert not [c for c in containers.stdout.split() if c.startswith("hami-sim-")], containers.stdout
+
+
+def uid_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Uid line for {pid}")

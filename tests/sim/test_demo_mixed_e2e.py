@@ -70,13 +70,15 @@ MIXES = [
 
 
 @pytest.mark.parametrize("mix", MIXES)
-def test_mixed_demo_binds_every_vendor(tmp_path: Path, mix: Mix) -> None:
+def test_mixed_demo_binds_every_vendor(tmp_path: Path, mix: Mix, from_image: str) -> None:
+    """With --from-image, the real control plane's mix runs our containers from that image."""
     report_path = tmp_path / "report.json"
+    image = ["--from-image", from_image] if from_image and mix.control_plane == "real" else []
     argv = [
         sys.executable, "-m", "sim", "demo", "--nodes", str(mix.nodes), "--pods", str(mix.pods),
         "--seed", str(mix.seed), "--vendors", mix.vendors,
         "--report", str(report_path), "--workdir", str(tmp_path / "run"), "--unschedulable-timeout", "2",
-        "--timeout", "150", "--control-plane", mix.control_plane,
+        "--timeout", "150", "--control-plane", mix.control_plane, *image,
     ]  # fmt: skip
     demo = start_process(argv, log_path=tmp_path / "demo.log", cwd=REPO_ROOT)
     try:
