@@ -34,16 +34,12 @@ import subprocess
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 
 from sim.controlplane import chart
 from sim.controlplane.base import EXTENDER, RELEASE_NAMESPACE
-
-if TYPE_CHECKING:
-    from sim.realcluster import ChartSetup
-    from sim.stack import Stack
 
 BUILDAH = "buildah"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -248,9 +244,33 @@ def empty_dir(path: Path) -> Path:
     return path
 
 
+class PodSetup(Protocol):
+    """What of sim.realcluster.ChartSetup the containers need (no import back: sim.realcluster uses this)."""
+
+    @property
+    def objects(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def tls(self) -> chart.TlsFiles: ...
+    @property
+    def client(self) -> chart.TlsFiles: ...
+    @property
+    def device_config(self) -> Path: ...
+
+
+class PodStack(Protocol):
+    """What of sim.stack.Stack the containers need (no import back: sim.stack imports this module)."""
+
+    @property
+    def image(self) -> ImageRunner | None: ...
+    @property
+    def control_plane(self) -> Any: ...
+    @property
+    def workdir(self) -> Path: ...
+
+
 def image_containers(
-    stack: Stack,
-    setup: ChartSetup,
+    stack: PodStack,
+    setup: PodSetup,
     suffix: str,
     pod_name: str,
     node: str,

@@ -1,6 +1,7 @@
 """The node locks a pod's bind takes, with Metax, Iluvatar, Kunlunxin and Enflame among HAMi's (reference
 vendors §1.5): Metax sGPU, Iluvatar and Kunlunxin vXPU take the shared `hami.io/mutex.lock`; Metax whole GPUs,
-Kunlunxin whole XPUs and both Enflame backends take none. For any mix of requested vendors the bind takes
+Kunlunxin whole XPUs and both Enflame backends take none in HAMi, so their binds take our own
+`hami.io/bind.lock` (released by the bind itself, issue 19). For any mix of requested vendors the bind takes
 exactly the distinct locks of those vendors, each once, in annotation-key order (so two pods needing the same
 locks take them in the same order), which is what lets it release all of them together on any failure."""
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from vendor_strategies import VENDORS
 
 from app.core.model import DeviceRequest, PodRequests
-from app.core.vendor import SHARED_LOCK, locks_for
+from app.core.vendor import BIND_LOCK, SHARED_LOCK, locks_for
 
 BY_KEY = {v.key: v for v in VENDORS}
 
@@ -27,9 +28,9 @@ def asking(*groups: tuple[str, ...]) -> PodRequests:
         (("Metax-SGPU",), (SHARED_LOCK,)),
         (("BI-V150",), (SHARED_LOCK,)),
         (("XPU",), (SHARED_LOCK,)),
-        (("Metax-GPU",), ()),
-        (("kunlun",), ()),
-        (("GCU", "Enflame"), ()),
+        (("Metax-GPU",), (BIND_LOCK,)),
+        (("kunlun",), (BIND_LOCK,)),
+        (("GCU", "Enflame"), (BIND_LOCK,)),
         (("Metax-SGPU", "XPU", "NVIDIA"), (SHARED_LOCK,)),
         (("MLU", "Metax-SGPU"), (BY_KEY["MLU"].lock, SHARED_LOCK)),
     ],
@@ -37,9 +38,9 @@ def asking(*groups: tuple[str, ...]) -> PodRequests:
         "§2.5 sGPU: shared",
         "§2.6 Iluvatar: shared",
         "§2.8 vXPU: shared",
-        "§2.4 whole Metax: none",
-        "§2.8 whole XPU: none",
-        "§2.9 Enflame: none",
+        "§2.4 whole Metax: our bind lock",
+        "§2.8 whole XPU: our bind lock",
+        "§2.9 Enflame: our bind lock",
         "§1.5 one shared lock for several vendors",
         "§1.5 Cambricon's own lock first",
     ],
@@ -56,6 +57,6 @@ def test_a_bind_takes_each_lock_of_its_vendors_once_in_key_order(groups: list[li
         tuple({k: DeviceRequest(1, k) for k in group} for group in groups), min(init, len(groups))
     )
     taken = locks_for(requests, VENDORS)
-    wanted = {BY_KEY[k].lock for group in groups for k in group} - {None}
+    wanted = {BY_KEY[k].lock or BIND_LOCK for group in groups for k in group}
     assert set(taken) == wanted  # init containers' vendors too (HAMi: regular containers only, quirk #28)
     assert [spec.annotation for spec in taken] == sorted({spec.annotation for spec in taken})
