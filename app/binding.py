@@ -57,7 +57,6 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from app.bindledger import Vouched, stamp_operations, vouched
 from app.context import Context
 from app.core import adoption, nodelock, podkeys, pods
 from app.core.codec import CodecError
@@ -66,7 +65,7 @@ from app.core.model import DeviceUse
 from app.core.nodelock import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
 from app.core.recheck import misfit
 from app.core.usage import sum_uses
-from app.core.vendor import InvalidRequest, LockSpec, locks_for, locks_for_keys
+from app.core.vendor import InvalidRequest, LockSpec, locks_for
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
@@ -220,9 +219,7 @@ def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str,
     return uses
 
 
-def _recheck(
-    context: Context, pod: Mapping[str, Any] | None, ref: PodRef, node: str, known: Entry | None
-) -> None:
+def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
     """With the node lock held: re-check the pod's allocation against the other pods on `node` — as the API
     shows them now, and as this replica's ledger holds them — and record it (a pod another replica
     filtered is adopted as `confirmed`; our own row keeps its state). The row is dated now: the bind
@@ -232,11 +229,9 @@ def _recheck(
     settings = context.settings
     try:
         ours = frozenset({settings.scheduler_name})  # never a pod of an adopted name: those are not written
-        adopted = known if pod is None else entry_for(pod, settings.vendors, ours, CONFIRMED, context.clock())
+        adopted = entry_for(pod, settings.vendors, ours, CONFIRMED, context.clock())
     except (CodecError, pods.PodError) as exc:
         raise _Failed(f"{who} carries a corrupt device allocation: {exc}", RECHECK) from None
-    if known is not None and adopted is not None:  # the ledger's row, re-dated as a re-read row would be
-        adopted = replace(adopted, updated_at=context.clock())
     if adopted is None:
         message = f"{who} carries no device allocation for node {node}; it will be filtered again"
         raise _Failed(message, RECHECK)
@@ -268,19 +263,6 @@ def _allocation(pod: Mapping[str, Any], context: Context) -> dict[str, str]:
 
 
 STAMP_ATTEMPTS = 3
-
-
-def _stamp_vouched(context: Context, ref: PodRef, node: str, known: Vouched) -> None:
-    """bind-phase `allocating` without a prior read: a JSON Patch whose tests are the pod's UID and the
-    allocation the ledger vouches for (app/bindledger.py); any difference fails it and the bind."""
-    operations = stamp_operations(ref, node, known, int(context.clock()))
-    try:
-        objects.json_patch_pod(context.kube, ref.namespace, ref.name, operations)
-    except ApiError as exc:
-        if exc.status == 422:  # a test failed: not the pod, or not the allocation, this replica filtered
-            message = f"pod {ref.namespace}/{ref.name} no longer carries the allocation filtered for {node}"
-            raise _Failed(f"{message}; it will be filtered again", PATCH_FAILED) from None
-        raise _Failed(exc.message, PATCH_FAILED) from None
 
 
 def _stamp(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
@@ -376,22 +358,16 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     binding_sent = False  # from here on the pod may be bound: an unexpected failure undoes nothing
     try:
         _await_write(context, ref, outcome)
-        vendors = context.settings.vendors
-        known = vouched(context.ledger, ref, node, vendors) if context.writer is not None else None
-        pod: dict[str, Any] | None = None
-        if known is not None:  # this replica filtered it and wrote its allocation: no read needed
-            specs, devices = locks_for_keys(known.vendors, vendors), True
-        else:
-            pod = _lookup(context, ref, node, outcome)
-            try:
-                requests = pods.pod_requests(pod, vendors)
-            except (InvalidRequest, pods.PodError) as exc:
-                raise _Failed(str(exc), INVALID_REQUEST) from None
-            assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
-            if requests.any and assigned != node:
-                message = f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}"
-                raise _Failed(message, NOT_FILTERED, compensate=False)
-            specs, devices = locks_for(requests, vendors), requests.any
+        pod = _lookup(context, ref, node, outcome)
+        try:
+            requests = pods.pod_requests(pod, context.settings.vendors)
+        except (InvalidRequest, pods.PodError) as exc:
+            raise _Failed(str(exc), INVALID_REQUEST) from None
+        assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
+        if requests.any and assigned != node:
+            message = f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}"
+            raise _Failed(message, NOT_FILTERED, compensate=False)
+        specs = locks_for(requests, context.settings.vendors)
         if not specs:  # taking a lock reads the node; pods of vendors without one read it here
             mark = time.perf_counter()
             try:
@@ -405,17 +381,12 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             # a CAS whose answer was lost may have taken one even when _lock ends in an error.
             _lock(context, node, ref, specs, held, outcome)
             outcome.phases["lock"] = time.perf_counter() - mark
-        if known is not None and _bound_here(context, ref):
-            raise _Failed(f"pod {namespace}/{name} is already bound", NOT_SCHEDULABLE, event="")
-        if devices:
+        if requests.any:
             mark = time.perf_counter()
-            _recheck(context, pod, ref, node, known.row if known is not None else None)
+            _recheck(context, pod, ref, node)
             outcome.phases["recheck"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        if known is not None:
-            _stamp_vouched(context, ref, node, known)
-        elif pod is not None:
-            _stamp(context, pod, ref, node)
+        _stamp(context, pod, ref, node)
         outcome.phases["patch"] = time.perf_counter() - mark
         mark = time.perf_counter()
         binding_sent = True
@@ -429,6 +400,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             if not happened:
                 raise _Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
+        _release_bind_locks(context, ref, node, held)
     except _AlreadyBound:
         return outcome  # bound to this node already (a retried bind): nothing to write, nothing to undo
     except (_Failed, LockContention, ApiError) as failure:
@@ -454,17 +426,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             context.events.record(ref, WARNING, BINDING_FAILED, outcome.error)
         return outcome
     context.ledger.set_state(ref.uid, BOUND)
-    _release_bind_locks(context, ref, node, held)  # after the row says bound: the next bind sees it
     if context.settings.events_enabled:
         context.events.record(ref, NORMAL, BINDING_SUCCEED, binding_success_event(node, namespace, name))
     return outcome
-
-
-def _bound_here(context: Context, ref: PodRef) -> bool:
-    """Did another bind of this pod (a retry on another thread) bind it while this one waited for the
-    lock? Without a pod read, the ledger says so; the failure path then releases our locks only."""
-    row = context.ledger.get(ref.uid)
-    return row is not None and row.state == BOUND
 
 
 def _release_bind_locks(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:
@@ -472,10 +436,8 @@ def _release_bind_locks(context: Context, ref: PodRef, node: str, held: list[Hel
     bind's re-check sees this pod bound. If the release fails, the leader's sweep takes the lock back."""
     ours = [entry for entry in held if entry.spec.released_by_bind]
     if ours:
-        try:
+        with contextlib.suppress(ApiError):
             release_all(context.kube, node, ref.namespace, ref.name, ours, ref.uid)
-        except Exception:  # the pod is bound: the answer stays a success; the sweep releases the lock
-            logger.exception("could not release the bind lock", extra={"pod": f"{ref.namespace}/{ref.name}"})
 
 
 def _compensate(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:

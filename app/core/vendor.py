@@ -31,7 +31,7 @@ depends on this module and never the other way round. docs/vendors.md explains h
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, runtime_checkable
@@ -383,11 +383,7 @@ def locks_for(requests: PodRequests, vendors: Sequence[Vendor]) -> tuple[LockSpe
     """The node locks a pod's bind takes: one per distinct annotation among the locks of the vendors any of
     its containers asks for (init containers too, unlike HAMi: quirk #28) — `BIND_LOCK` for a vendor that
     takes none —, in annotation-key order, so two pods needing the same locks take them in the same order."""
-    return locks_for_keys({key for container in requests.containers for key in container}, vendors)
-
-
-def locks_for_keys(wanted: Collection[str], vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:
-    """`locks_for` of a pod whose containers ask for the vendors keyed `wanted`."""
+    wanted = {key for container in requests.containers for key in container}
     specs: dict[str, LockSpec] = {}
     for vendor in vendors:
         spec = vendor.lock or BIND_LOCK

@@ -25,7 +25,6 @@ from app.k8s.client import DEFAULT_TIMEOUT, Kube
 from app.k8s.errors import ApiError, from_exception, from_response
 
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
 _TIMEOUT = urllib3.Timeout(connect=DEFAULT_TIMEOUT[0], read=DEFAULT_TIMEOUT[1])
 
@@ -123,12 +122,6 @@ def patch_pod_metadata(
     """RFC 7386 merge patch of annotations (and labels); None deletes a key. Returns the updated pod."""
     body = _metadata_patch(annotations, labels, resource_version, uid)
     return _object(_call(kube, "PATCH", _pod_path(namespace, name), body, MERGE_PATCH))
-
-
-def json_patch_pod(kube: Kube, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
-    """RFC 6902 JSON Patch of a pod: its `test` operations are preconditions (a failed one: 422, nothing
-    applied). Returns the updated pod."""
-    return _object(_call(kube, "PATCH", _pod_path(namespace, name), operations, JSON_PATCH))
 
 
 def patch_node_annotations(
