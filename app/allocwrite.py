@@ -6,7 +6,9 @@ kube-scheduler (the scheduler listener requires its client certificate, HAMI_TLS
 in the ExtenderArgs is kube-scheduler's own copy: /filter decides on it without reading the pod, ASSUMEs
 the reservation in the shared ledger, hands the allocation PATCH to this writer and answers. The PATCH
 (HAMi's annotations, still written before the Binding, as HAMi orders them) runs at once on a small thread
-pool of the same process, preconditioned on the pod's UID.
+pool of the same process, preconditioned on the pod's UID and on the resourceVersion of kube-scheduler's
+copy: a pod that changed since — bound by an earlier bind whose answer was lost, say, while kube-scheduler
+filters its stale copy again — gets nothing written (409), and the bind fails.
 
 Invariants owned here:
 - The write's outcome is recorded in the ledger, on the row it was written for (same UID, still `assumed`,
@@ -55,6 +57,7 @@ class Write:
     annotations: Mapping[str, str | None]
     allocation: str
     event: str
+    resource_version: str  # of kube-scheduler's copy: a pod changed since (bound, say) gets nothing
 
 
 class AllocationWriter:
@@ -112,6 +115,7 @@ class AllocationWriter:
                 write.annotations,
                 {ASSIGNED_NODE: write.node},
                 uid=ref.uid,
+                resource_version=write.resource_version,
             )
         except ApiError as exc:
             self._ledger.resolve_write(ref.uid, write.allocation, written=False)

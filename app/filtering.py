@@ -235,7 +235,8 @@ def filter_pod(
         return FilterOutcome(error="hami-scheduler: no node inventory yet; retry later", denial="not-ready")
     mark = time.perf_counter()
     outcome = FilterOutcome()
-    if context.writer is not None and not _write_pending(context, uid):
+    version = objects.resource_version(pod)
+    if context.writer is not None and version and not _write_pending(context, uid):
         why = pods.refusal(pod, context.settings.scheduler_name)
         if why:
             return FilterOutcome(error=f"hami-scheduler: {why}", denial="refused")
@@ -281,7 +282,8 @@ def _defer(
     choice = reserved.choice
     assert choice.winner is not None
     event = success_event(choice.winner, candidates, choice.ranked_ahead)
-    context.writer.submit(Write(ref, node, annotations, reserved.allocation, event))
+    version = objects.resource_version(pod)
+    context.writer.submit(Write(ref, node, annotations, reserved.allocation, event, version))
     outcome.node_names = [node]
     outcome.devices = reserved.devices
     outcome.score = choice.winner.score
