@@ -26,10 +26,10 @@ Invariants owned here:
   moment (a LIST of spec.nodeName) merged with this replica's ledger, and records the pod's row in the
   same ledger transaction (app.core.recheck): leader election is no fence, and the lock serialises HAMi
   binds on a node, so two leaders' overlapping decisions cannot both be bound. Before the lock, a deposed
-  leader's in-flight bind and the new leader's could both pass. A pod of vendors that take no node lock
-  (AWS Neuron, Moore Threads, ...: HAMi binds them without one) takes our own `hami.io/bind.lock` for them
-  (app.core.vendor.BIND_LOCK), released once the binding is done: the lock is what makes the re-check
-  and the binding one step, for every vendor.
+  leader's in-flight bind and the new leader's could both pass. A pod of vendors that take no node lock (AWS
+  Neuron, Moore Threads, Kunlunxin XPU, Enflame DRS: HAMi binds them without one) takes our own
+  `hami.io/bind.lock` for them (app.core.vendor.BIND_LOCK), released once the binding is done: the lock is
+  what makes the re-check and the binding one step, for every vendor.
 - The bind-phase stamp carries the pod's UID and resourceVersion as preconditions; when the pod changed
   meanwhile it is re-read and stamped only if its allocation is still the one re-checked.
 - The locks are taken whenever any container — init containers included — asks for devices (HAMi skips

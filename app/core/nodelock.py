@@ -8,6 +8,9 @@ the lock. The API calls (GET, CAS patch with resourceVersion, retries) live in `
 Rules (HAMi's, with the fixes recorded in docs/compatibility.md):
 - no lock: acquire; our own lock (same namespace/name): re-enter;
 - holder deleted, or in a terminal phase (HAMi #3047): take over at once;
+- holder bound to this node with its allocation finished (bind-phase `success` or `failed`): take over at
+  once — the device plugin releases the lock right then, so such a lock is a release that got lost (or a
+  plugin that never releases it), and nobody will ever need it again;
 - expired (older than the timeout): take over — unless the holder is still waiting for its device
   allocation (HAMi #3096: handing over then makes the device plugin serve the wrong pod). Then we wait until
   the holder resolves, but never longer than a second timeout period (a bounded stall, never a stuck node);
@@ -98,6 +101,7 @@ class Holder(enum.Enum):
     GONE = "gone"
     TERMINAL = "terminal"
     PENDING_ALLOCATION = "pending-allocation"
+    ALLOCATED = "allocated"
     ACTIVE = "active"
 
 
@@ -150,7 +154,7 @@ def decide(
         return LockDecision(Verdict.TAKE_OVER, f"lock names no pod: {value!r}")
     if holder is None:
         return LockDecision(Verdict.NEED_HOLDER)
-    if holder in (Holder.GONE, Holder.TERMINAL):
+    if holder in (Holder.GONE, Holder.TERMINAL, Holder.ALLOCATED):
         return LockDecision(Verdict.TAKE_OVER, f"holder {lock.namespace}/{lock.name} is {holder.value}")
     if age > timeout:
         if holder is Holder.PENDING_ALLOCATION and age <= 2 * timeout:
@@ -234,7 +238,8 @@ def classify_holder(
     `stale_after` — both its bind-time and the lock's own time, whichever is later (its bind failed and
     nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
     PENDING_ALLOCATION: bound here and waiting for the device plugin's Allocate (bind-phase still
-    `allocating`); ACTIVE: anything else (e.g. its bind is in flight).
+    `allocating`); ALLOCATED: bound here and its allocation finished (bind-phase `success` or `failed`);
+    ACTIVE: anything else (e.g. its bind is in flight).
     """
     if pod is None:
         return Holder.GONE
@@ -252,6 +257,8 @@ def classify_holder(
     bound_to = spec.get("nodeName") if isinstance(spec, Mapping) else None
     if bound_to == node and annotations.get(BIND_PHASE) == PHASE_ALLOCATING:
         return Holder.PENDING_ALLOCATION
+    if bound_to == node and annotations.get(BIND_PHASE) in (PHASE_SUCCESS, PHASE_FAILED):
+        return Holder.ALLOCATED
     if not bound_to:
         # The latest sign of life counts: a pod whose earlier bind failed still carries that attempt's
         # bind-time while a new attempt, which just took this lock, has not written its own yet.

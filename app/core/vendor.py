@@ -126,11 +126,11 @@ class LockSpec:
 
 
 SHARED_LOCK = LockSpec()
-# The lock a pod's bind takes for its vendors that take none (AWS Neuron, Moore Threads, Kunlunxin XPU, Metax
-# GPU, Enflame): the bind re-check reads the node's pods and decides, and only a lock makes that read and
-# the binding one step across replicas — without it two leaders' binds of pods given the same device both
-# pass (the mixed two-leader storm bound one Neuron device twice, 12 ms apart). No plugin knows it: bind
-# releases it.
+# The lock a pod's bind takes for its vendors that take none and whose plugins find their pod by their own
+# annotations (AWS Neuron, Moore Threads, Kunlunxin XPU, Enflame DRS): the bind re-check reads the node's pods
+# and decides, and only a lock makes that read and the binding one step across replicas — without it two
+# leaders' binds of pods given the same device both pass (the mixed two-leader storm bound one Neuron device
+# twice, 12 ms apart). No plugin knows it: bind releases it.
 BIND_LOCK = LockSpec("hami.io/bind.lock", released_by_bind=True)
 
 # The roles of a pod key a vendor writes (`PodKey.role`).

@@ -1,9 +1,11 @@
 """The node locks a pod's bind takes, with Metax, Iluvatar, Kunlunxin and Enflame among HAMi's (reference
 vendors §1.5): Metax sGPU, Iluvatar and Kunlunxin vXPU take the shared `hami.io/mutex.lock`; Metax whole GPUs,
-Kunlunxin whole XPUs and both Enflame backends take none in HAMi, so their binds take our own
-`hami.io/bind.lock` (released by the bind itself, issue 19). For any mix of requested vendors the bind takes
-exactly the distinct locks of those vendors, each once, in annotation-key order (so two pods needing the same
-locks take them in the same order), which is what lets it release all of them together on any failure."""
+Kunlunxin whole XPUs and both Enflame backends take none in HAMi. Metax whole GPUs and Enflame GCUs take the
+shared lock here (their plugins follow HAMi's to-allocate protocol and find their pod through it); Kunlunxin
+whole XPUs and Enflame DRS take our own `hami.io/bind.lock` (released by the bind itself, issue 19). For any
+mix of requested vendors the bind takes exactly the distinct locks of those vendors, each once, in
+annotation-key order (so two pods needing the same locks take them in the same order), which is what lets it
+release all of them together on any failure."""
 
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ def asking(*groups: tuple[str, ...]) -> PodRequests:
         (("Metax-SGPU",), (SHARED_LOCK,)),
         (("BI-V150",), (SHARED_LOCK,)),
         (("XPU",), (SHARED_LOCK,)),
-        (("Metax-GPU",), (BIND_LOCK,)),
+        (("Metax-GPU",), (SHARED_LOCK,)),
         (("kunlun",), (BIND_LOCK,)),
-        (("GCU", "Enflame"), (BIND_LOCK,)),
+        (("GCU",), (SHARED_LOCK,)),
+        (("Enflame",), (BIND_LOCK,)),
+        (("GCU", "Enflame"), (BIND_LOCK, SHARED_LOCK)),
         (("Metax-SGPU", "XPU", "NVIDIA"), (SHARED_LOCK,)),
         (("MLU", "Metax-SGPU"), (BY_KEY["MLU"].lock, SHARED_LOCK)),
     ],
@@ -38,9 +42,11 @@ def asking(*groups: tuple[str, ...]) -> PodRequests:
         "§2.5 sGPU: shared",
         "§2.6 Iluvatar: shared",
         "§2.8 vXPU: shared",
-        "§2.4 whole Metax: our bind lock",
+        "§2.4 whole Metax: shared (HAMi: none)",
         "§2.8 whole XPU: our bind lock",
-        "§2.9 Enflame: our bind lock",
+        "§2.9 GCU: shared (HAMi: none)",
+        "§2.9 DRS: our bind lock",
+        "§2.9 both Enflame backends: both locks",
         "§1.5 one shared lock for several vendors",
         "§1.5 Cambricon's own lock first",
     ],

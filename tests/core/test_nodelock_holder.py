@@ -35,8 +35,15 @@ def holder(
             id="bound-waiting-for-allocate",
         ),
         pytest.param(
-            holder(node="gpu-a", hami_io_bind_phase="success"), None, Holder.ACTIVE, id="bound-allocated"
+            holder(node="gpu-a", hami_io_bind_phase="success"), None, Holder.ALLOCATED, id="bound-allocated"
         ),
+        pytest.param(
+            holder(node="gpu-a", hami_io_bind_phase="failed"),
+            None,
+            Holder.ALLOCATED,
+            id="bound-allocate-failed",
+        ),
+        pytest.param(holder(hami_io_bind_phase="success"), None, Holder.ACTIVE, id="not-bound-old-success"),
         pytest.param(holder(hami_io_bind_time=str(NOW - 5)), None, Holder.ACTIVE, id="bind-in-flight"),
         pytest.param(holder(hami_io_bind_time=str(NOW - 61)), None, Holder.GONE, id="bind-attempt-stale"),
         pytest.param(  # a new bind took the lock; its bind-time patch has not landed yet (the chaos storm)

@@ -18,7 +18,7 @@ from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, DeviceUse, NodeDevices
 from app.core.quota import build_view
 from app.core.reservations import reservation_from_pod
-from app.core.vendor import AdmissionError, AnnotationContext, InvalidRequest
+from app.core.vendor import SHARED_LOCK, AdmissionError, AnnotationContext, InvalidRequest
 from app.devices import build_vendors, disabled_resources
 from app.devices.enflame import EnflameConfig, EnflameDrs, EnflameGcu, parse_enflame_config
 from app.devices.enflame.profiles import BY_SPEC, DIRECT, parse_profile_name
@@ -49,10 +49,11 @@ def gcu(index: int = 0, **kw: Any) -> Any:
 
 
 def test_keys() -> None:
-    """V§1.2: `GCU` has to-allocate and allocated keys; `Enflame` only its allocated key; no locks."""
+    """V§1.2: `GCU` has to-allocate and allocated keys; `Enflame` only its allocated key; no locks in HAMi —
+    GCU pods take the shared one here (its plugin finds the pod through it; docs/compatibility.md)."""
     assert (GCU.key, GCU.lock, GCU.to_allocate_annotation) == (
         "GCU",
-        None,
+        SHARED_LOCK,
         "hami.io/enflame-gcu-devices-to-allocate",
     )
     assert GCU.allocated_annotation == "hami.io/enflame-gcu-devices-allocated"

@@ -52,8 +52,9 @@ def sgpu(uuid: str = "GPU-0", index: int = 0, **kw: Any) -> Any:
 
 
 def test_keys_and_config() -> None:
-    """V§1.2 key table: Metax-GPU has no lock and no handshake; Metax-SGPU takes the shared lock."""
-    assert (GPU.key, GPU.lock, GPU.handshake_annotation) == ("Metax-GPU", None, "")
+    """V§1.2 key table: Metax-GPU has no handshake and no lock in HAMi — its pods take the shared one here
+    (its plugin finds the pod through it; docs/compatibility.md); Metax-SGPU takes the shared lock."""
+    assert (GPU.key, GPU.lock, GPU.handshake_annotation) == ("Metax-GPU", SHARED_LOCK, "")
     assert GPU.to_allocate_annotation == "hami.io/metax-gpu-devices-to-allocate"
     assert GPU.allocated_annotation == "hami.io/metax-gpu-devices-allocated"
     assert (SGPU.key, SGPU.lock, SGPU.memory_factor) == ("Metax-SGPU", SHARED_LOCK, 1024)

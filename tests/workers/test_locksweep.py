@@ -65,9 +65,15 @@ CASES = [
         "expired-running",
         "expired",
         {"phase": "Running", "bound": True, "bind_phase": PHASE_SUCCESS},
-        "expired",
+        "is allocated",
     ),
-    Case("running-fresh", "fresh", {"phase": "Running", "bound": True, "bind_phase": PHASE_SUCCESS}, ""),
+    Case(  # a release the plugin lost: nobody needs it any more
+        "running-fresh",
+        "fresh",
+        {"phase": "Running", "bound": True, "bind_phase": PHASE_SUCCESS},
+        "is allocated",
+    ),
+    Case("running-fresh-no-phase", "fresh", {"phase": "Running", "bound": True}, ""),
     Case(
         "moved-to-another-node",
         "fresh",
@@ -175,8 +181,8 @@ def test_a_vendors_own_lock_is_swept_by_its_own_expiry(
     """Cambricon's bare-time lock names nobody: it is abandoned once older than its own expiry (2 min,
     shorter than HAMI_NODELOCK_EXPIRE here), beside HAMi's shared lock on the same node, which is kept."""
     value = format_rfc3339(NOW - timedelta(seconds=seconds_ago))
-    shared = _lock(5.0, "holder-running-fresh")
-    name = "node-running-fresh"  # its shared lock's holder is running: that lock stays
+    shared = _lock(5.0, "holder-allocating")
+    name = "node-allocating"  # its shared lock's holder waits for its Allocate: that lock stays
     objects.patch_node_annotations(kube, name, {DSMLU.annotation: value, LOCK_ANNOTATION: shared})
     view = [n for n in _nodes(sim) if n["metadata"]["name"] == name]
     swept = sweep_locks(kube, view, NOW, EXPIRE, lambda: True, (SHARED_LOCK, DSMLU))

@@ -22,7 +22,7 @@ from app.core import codec, health
 from app.core.health import Health, Reported
 from app.core.model import DeviceInfo, DeviceRequest
 from app.core.score import i32
-from app.core.vendor import Discovery, NodeView, Reads, ResourceNames
+from app.core.vendor import Discovery, LockSpec, NodeView, Reads, ResourceNames
 from app.devices.common import requests
 from app.devices.common.base import NamedResources, VendorDefaults
 from app.devices.common.nodes import capacity_int64
@@ -102,7 +102,7 @@ class CapacityDevices(_Capacity, NamedResources):
 
 class WholeCards(_Capacity):
     """Mixin for vendors whose plugin advertises whole cards under `count_resource`: one device per unit,
-    asked for by that name alone (HAMi tracks no quota for them, vendors §1.6), no node lock."""
+    asked for by that name alone (HAMi tracks no quota for them, vendors §1.6), no node lock of their own."""
 
     __slots__ = ()
 
@@ -127,7 +127,7 @@ class WholeCards(_Capacity):
         return 0
 
     @property
-    def lock(self) -> None:
+    def lock(self) -> LockSpec | None:
         return None
 
     def whole(self, container: Mapping[str, Any], *, memreq: int, coresreq: int) -> DeviceRequest | None:

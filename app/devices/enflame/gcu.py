@@ -2,8 +2,8 @@
 
 Devices are derived from node capacity `enflame.com/gcu`: cards `<node>-GCU-<i>`, one task each, memory
 and cores as 100 tokens. A request takes whole idle cards (`{n, GCU, 100, 100%, 100}`); Fit checks health,
-type and `Used > 0` (`ExclusiveDeviceAllocateConflict`) only. No selectors, no lock, no handshake, no score;
-the filter writes the to-allocate and allocated lists.
+type and `Used > 0` (`ExclusiveDeviceAllocateConflict`) only. No selectors, no handshake, no score;
+the filter writes the to-allocate and allocated lists. Bind takes the shared node lock, unlike HAMi (`lock`).
 
 Difference (docs/compatibility.md): a negative count is refused.
 """
@@ -21,10 +21,12 @@ from app.core import reasons as r
 from app.core.health import Health, Reported
 from app.core.model import ContainerDevice, DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.vendor import (
+    SHARED_LOCK,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
+    LockSpec,
     NodeView,
     PodKey,
 )
@@ -60,6 +62,15 @@ class EnflameGcu(WholeCards):
     @property
     def to_allocate_annotation(self) -> str:
         return TO_ALLOCATE
+
+    @property
+    def lock(self) -> LockSpec:
+        """HAMi's shared node lock, which HAMi never takes for these pods (docs/compatibility.md): Enflame's
+        GCU plugin follows HAMi's to-allocate protocol and finds the pod it serves through that lock, else the
+        first pod on the node waiting in bind-phase `allocating` — which, without the lock, may be another
+        vendor's pod allocating at the same time (the CI storm served a GCU Allocate from an NVIDIA pod's
+        annotations and failed both pods)."""
+        return SHARED_LOCK
 
     @property
     def pod_keys(self) -> tuple[PodKey, ...]:

@@ -1,15 +1,17 @@
 """Metax whole GPUs (reference vendors §2.4, quirks §3.4): HAMi's `MetaxDevices`.
 
-Devices are derived from node capacity: `metax-tech.com/gpu` cards `<node>-metax-<i>`, one task each, a
-fixed 65536 MiB and 100 cores (Metax's own gpu-device plugin does the real allocation; HAMi records it). No
-selectors, no handshake, no node lock. Fit is the template with the rule that all of a pod's Metax GPUs are
-one device (§3.4 #1, kept: with one task per card a second container can never fit). The node score reads
-Metax's topology tables on the node: under binpack `2000 - metax-tech.com/gpu.topology.losses[n]`, under
-spread `2000 - metax-tech.com/gpu.topology.scores[n]`, n = the pod's number of cards (not policy-neutral).
+Devices are derived from node capacity: `metax-tech.com/gpu` cards `<node>-metax-<i>`, one task each, a fixed
+65536 MiB and 100 cores (Metax's own gpu-device plugin does the real allocation; HAMi records it). No
+selectors, no handshake; bind takes the shared node lock, unlike HAMi (`lock`). Fit is the template with the
+rule that all of a pod's Metax GPUs are one device (§3.4 #1, kept: with one task per card a second container
+can never fit). The node score reads Metax's topology tables on the node: under binpack `2000 -
+metax-tech.com/gpu.topology.losses[n]`, under spread `2000 - metax-tech.com/gpu.topology.scores[n]`, n = the
+pod's number of cards (not policy-neutral).
 
 Differences (docs/compatibility.md): a topology table that is not a JSON object of integers excludes the
 node with a reason (HAMi scores it as a perfect 2000, §3.4 #3), and a table without an entry for n adds
-nothing, as a node without the table (HAMi: 2000); a negative count is refused instead of wrapping.
+nothing, as a node without the table (HAMi: 2000); a negative count is refused instead of wrapping; the
+shared node lock is taken.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from app.core.model import DeviceRequest, DeviceUsage, PodSingleDevice
 from app.core.policy import BINPACK, SPREAD
 from app.core.score import f32
 from app.core.vendor import (
+    SHARED_LOCK,
     AnnotationContext,
     Discovery,
     FitContext,
     FitOutcome,
+    LockSpec,
     NodeView,
     PodKey,
     Reads,
@@ -111,6 +115,15 @@ class MetaxGpu(TemplatePlacement, WholeCards):
     @property
     def to_allocate_annotation(self) -> str:
         return TO_ALLOCATE
+
+    @property
+    def lock(self) -> LockSpec:
+        """HAMi's shared node lock, which HAMi never takes for these pods (docs/compatibility.md): Metax's
+        gpu-device plugin follows HAMi's to-allocate protocol and finds the pod it serves through that lock,
+        else the first pod on the node waiting in bind-phase `allocating` — which, without the lock, may be
+        another vendor's pod allocating at the same time (the CI storm served a GCU Allocate from an NVIDIA
+        pod's annotations and failed both pods)."""
+        return SHARED_LOCK
 
     @property
     def reads(self) -> Reads:
