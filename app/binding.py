@@ -28,8 +28,8 @@ Invariants owned here:
   binds on a node, so two leaders' overlapping decisions cannot both be bound. Before the lock, a deposed
   leader's in-flight bind and the new leader's could both pass. A pod of vendors that take no node lock (AWS
   Neuron, Moore Threads, Kunlunxin XPU, Enflame DRS: HAMi binds them without one) takes our own
-  `hami.io/bind.lock` for them (app.core.vendor.BIND_LOCK), released once the binding is done: the lock is
-  what makes the re-check and the binding one step, for every vendor.
+  `hami.io/bind.lock` for them (app.core.vendor.BIND_LOCK), held until the kubelet admitted the pod: the lock
+  is what makes the re-check and the binding one step, for every vendor.
 - The bind-phase stamp carries the pod's UID and resourceVersion as preconditions; when the pod changed
   meanwhile it is re-read and stamped only if its allocation is still the one re-checked.
 - The locks are taken whenever any container — init containers included — asks for devices (HAMi skips
@@ -400,7 +400,6 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             if not happened:
                 raise _Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
-        _release_bind_locks(context, ref, node, held)
     except _AlreadyBound:
         return outcome  # bound to this node already (a retried bind): nothing to write, nothing to undo
     except (_Failed, LockContention, ApiError) as failure:
@@ -429,15 +428,6 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     if context.settings.events_enabled:
         context.events.record(ref, NORMAL, BINDING_SUCCEED, binding_success_event(node, namespace, name))
     return outcome
-
-
-def _release_bind_locks(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:
-    """Once the binding is done, give back the locks no device plugin releases (`BIND_LOCK`): the next
-    bind's re-check sees this pod bound. If the release fails, the leader's sweep takes the lock back."""
-    ours = [entry for entry in held if entry.spec.released_by_bind]
-    if ours:
-        with contextlib.suppress(ApiError):
-            release_all(context.kube, node, ref.namespace, ref.name, ours, ref.uid)
 
 
 def _compensate(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:

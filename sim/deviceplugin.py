@@ -18,6 +18,9 @@ kubelet's sync loop does) and calls the device plugin's Allocate once per contai
 
 The kubelet then reports the pod Running (status subresource) or, when Allocate failed, Failed with
 `UnexpectedAdmissionError`; later Succeeded after `sim.hami.io/run-seconds` (default: runs until deleted).
+A status the API does not take for want of an answer (no answer, 429, 5xx: kube-apiserver restarting) is
+sent again until it is taken, for up to STATUS_RETRY_FOR, as the kubelet's status manager keeps syncing;
+given up at once it left a pod whose Allocate failed in the outage Pending for good, bound and locked.
 Pods without GPU containers just become Running. Oddities that HAMi would not notice (Allocate served
 another pod than the one being admitted, a group mapped to a container without GPUs, an allocation left
 incomplete with the lock held) are counted in the stats.
@@ -38,7 +41,7 @@ from app.core import codec, mig, nodelock
 from app.core.model import ContainerDevices
 from sim import podutil
 from sim.apiserver.deferred import Deferred
-from sim.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
+from sim.kube import STRATEGIC, TRANSIENT, Informer, Kube, KubeError, node_path, pod_path
 from sim.migplugin import MigError, MigInstances
 from sim.nodes import GPU_RESOURCE, ClusterSpec, NodeSpec
 from sim.vendorplugins import PLUGINS, AllocateError, Plugin
@@ -47,6 +50,7 @@ from sim.vendors import VendorPart
 logger = logging.getLogger(__name__)
 
 LOCK = nodelock.LOCK_ANNOTATION
+STATUS_RETRY_FOR, STATUS_RETRY_PAUSE = 120.0, 1.0  # seconds: a pod status the API did not answer
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 ASSIGNED_NODE = "hami.io/vgpu-node"
 VENDOR = "NVIDIA"
@@ -391,13 +395,18 @@ class Kubelets:
 
     def _set_status(self, pod: Mapping[str, Any], status: Obj) -> bool:
         path = pod_path(podutil.namespace(pod), podutil.name(pod), "status")
-        try:
-            self.kube.patch(path, {"metadata": {"uid": podutil.uid(pod)}, "status": status}, STRATEGIC)
-            return True
-        except KubeError as exc:
-            if exc.status != 404:
-                logger.warning("status of %s: %s", podutil.key(pod), exc)
-            return False
+        deadline = time.monotonic() + STATUS_RETRY_FOR
+        while True:
+            try:
+                self.kube.patch(path, {"metadata": {"uid": podutil.uid(pod)}, "status": status}, STRATEGIC)
+                return True
+            except KubeError as exc:
+                if exc.status in TRANSIENT and time.monotonic() < deadline and not self._stopped:
+                    time.sleep(STATUS_RETRY_PAUSE)
+                    continue
+                if exc.status != 404:
+                    logger.warning("status of %s: %s", podutil.key(pod), exc)
+                return False
 
     def _finish_deletion(self, pod: Mapping[str, Any]) -> None:
         """The kubelet's part of a graceful deletion: containers stopped, delete with grace 0 (UID

@@ -48,6 +48,7 @@ from sim.stack import DemoFailure, Stack, free_port, service_ready, start_nodes,
 from sim.workload import NAMESPACES
 
 PY = sys.executable
+KUBELET_API_RETRIES = 60  # the simulated kubelets' retries of an API call (`sim nodes --api-retries`)
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,9 @@ def start_real_cluster(
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
-    kubelet = ["--finish-deletions"]
+    # the simulated kubelets' and plugins' API calls ride out a kube-apiserver restart (~60 s of retries):
+    # a real plugin's Allocate in the outage fails the pod whatever the scheduler did (docs/chaos.md)
+    kubelet = ["--finish-deletions", "--api-retries", str(KUBELET_API_RETRIES)]
     if external is not None and not external.url:  # no extender: the stock NVIDIA plugin's behaviour
         kubelet.append("--stock-gpus")
     start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), *kubelet)

@@ -8,9 +8,10 @@ the lock. The API calls (GET, CAS patch with resourceVersion, retries) live in `
 Rules (HAMi's, with the fixes recorded in docs/compatibility.md):
 - no lock: acquire; our own lock (same namespace/name): re-enter;
 - holder deleted, or in a terminal phase (HAMi #3047): take over at once;
-- holder bound to this node with its allocation finished (bind-phase `success` or `failed`): take over at
-  once — the device plugin releases the lock right then, so such a lock is a release that got lost (or a
-  plugin that never releases it), and nobody will ever need it again;
+- holder bound to this node with its allocation finished — bind-phase `success` or `failed`, or admitted
+  by the kubelet (Running, or a `hostIP` in its status: every Allocate of the pod is done by then): take
+  over at once. HAMi's plugins release the lock right then, so such a lock is a release that got lost, or
+  a lock no plugin releases (our `hami.io/bind.lock`); nobody will ever need it again;
 - expired (older than the timeout): take over — unless the holder is still waiting for its device
   allocation (HAMi #3096: handing over then makes the device plugin serve the wrong pod). Then we wait until
   the holder resolves, but never longer than a second timeout period (a bounded stall, never a stuck node);
@@ -238,8 +239,9 @@ def classify_holder(
     `stale_after` — both its bind-time and the lock's own time, whichever is later (its bind failed and
     nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
     PENDING_ALLOCATION: bound here and waiting for the device plugin's Allocate (bind-phase still
-    `allocating`); ALLOCATED: bound here and its allocation finished (bind-phase `success` or `failed`);
-    ACTIVE: anything else (e.g. its bind is in flight).
+    `allocating`); ALLOCATED: bound here and its allocation finished (bind-phase `success` or `failed`, or
+    admitted by the kubelet: Running, or a `hostIP` in its status); ACTIVE: anything else (e.g. its bind is
+    in flight).
     """
     if pod is None:
         return Holder.GONE
@@ -255,10 +257,14 @@ def classify_holder(
         return Holder.GONE
     spec = pod.get("spec")
     bound_to = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    if bound_to == node and (
+        annotations.get(BIND_PHASE) in (PHASE_SUCCESS, PHASE_FAILED)
+        or phase == "Running"
+        or (isinstance(status, Mapping) and status.get("hostIP"))
+    ):
+        return Holder.ALLOCATED
     if bound_to == node and annotations.get(BIND_PHASE) == PHASE_ALLOCATING:
         return Holder.PENDING_ALLOCATION
-    if bound_to == node and annotations.get(BIND_PHASE) in (PHASE_SUCCESS, PHASE_FAILED):
-        return Holder.ALLOCATED
     if not bound_to:
         # The latest sign of life counts: a pod whose earlier bind failed still carries that attempt's
         # bind-time while a new attempt, which just took this lock, has not written its own yet.

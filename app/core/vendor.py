@@ -116,22 +116,24 @@ class LockSpec:
     `owned`: the value is HAMi's `<RFC3339>,<namespace>,<pod>` (the device plugin finds the pod through it,
     re-entrant for the same pod); otherwise a bare RFC3339 time that names nobody (Cambricon's
     `cambricon.com/dsmlu.lock`). `expire`: the vendor's own fixed expiry, None for HAMI_NODELOCK_EXPIRE.
-    `released_by_bind`: no device plugin reads or releases it; /bind gives it back once the binding is done.
     """
 
     annotation: str = MUTEX_LOCK
     owned: bool = True
     expire: timedelta | None = None
-    released_by_bind: bool = False
 
 
 SHARED_LOCK = LockSpec()
 # The lock a pod's bind takes for its vendors that take none and whose plugins find their pod by their own
-# annotations (AWS Neuron, Moore Threads, Kunlunxin XPU, Enflame DRS): the bind re-check reads the node's pods
+# annotations (AWS Neuron, Moore Threads, Kunlunxin XPU, Enflame DRS). The bind re-check reads the node's pods
 # and decides, and only a lock makes that read and the binding one step across replicas — without it two
 # leaders' binds of pods given the same device both pass (the mixed two-leader storm bound one Neuron device
-# twice, 12 ms apart). No plugin knows it: bind releases it.
-BIND_LOCK = LockSpec("hami.io/bind.lock", released_by_bind=True)
+# twice, 12 ms apart). And it is held until the kubelet admitted the pod: these plugins serve "the oldest
+# pod waiting on this node", so two such pods waiting at once can be served each other's devices (the CI
+# storm: a Kunlunxin Allocate asking 4 XPUs was served a pod given 2). No plugin knows it: the next bind
+# takes it over once its holder is admitted (app.core.nodelock, Holder.ALLOCATED), the leader's sweep
+# releases it.
+BIND_LOCK = LockSpec("hami.io/bind.lock")
 
 # The roles of a pod key a vendor writes (`PodKey.role`).
 ALLOCATION = "allocation"  # the device plugin hands out devices from it: immutable once the pod is bound

@@ -13,12 +13,18 @@ ASSIGNED = "hami.io/vgpu-node"
 
 
 def holder(
-    *, node: str | None = None, assigned: str | None = "gpu-a", phase: str = "Pending", **annotations: str
+    *,
+    node: str | None = None,
+    assigned: str | None = "gpu-a",
+    phase: str = "Pending",
+    host_ip: str = "",
+    **annotations: str,
 ) -> dict[str, Any]:
     annos = {k.replace("_", "-").replace("hami-io-", "hami.io/"): v for k, v in annotations.items()}
     if assigned is not None:
         annos[ASSIGNED] = assigned
-    return {"metadata": {"annotations": annos}, "spec": {"nodeName": node}, "status": {"phase": phase}}
+    status = {"phase": phase, **({"hostIP": host_ip} if host_ip else {})}
+    return {"metadata": {"annotations": annos}, "spec": {"nodeName": node}, "status": status}
 
 
 @pytest.mark.parametrize(
@@ -44,6 +50,15 @@ def holder(
             id="bound-allocate-failed",
         ),
         pytest.param(holder(hami_io_bind_phase="success"), None, Holder.ACTIVE, id="not-bound-old-success"),
+        pytest.param(  # our bind lock's vendors: no plugin stamps a phase; the kubelet admitted it
+            holder(node="gpu-a", phase="Running", hami_io_bind_phase="allocating"),
+            None,
+            Holder.ALLOCATED,
+            id="bound-running-phase-never-stamped",
+        ),
+        pytest.param(
+            holder(node="gpu-a", host_ip="10.0.0.1"), None, Holder.ALLOCATED, id="bound-admitted-pending"
+        ),
         pytest.param(holder(hami_io_bind_time=str(NOW - 5)), None, Holder.ACTIVE, id="bind-in-flight"),
         pytest.param(holder(hami_io_bind_time=str(NOW - 61)), None, Holder.GONE, id="bind-attempt-stale"),
         pytest.param(  # a new bind took the lock; its bind-time patch has not landed yet (the chaos storm)

@@ -137,8 +137,11 @@ def test_two_leaders_binding_one_neuron_core_at_once_bind_one(
     ]
     assert len(bound) == 1, answers
     refused = [a["Error"] for a in answers if a["Error"]]
-    assert len(refused) == 1 and "no longer fits" in refused[0] and "is held by another pod" in refused[0], (
-        answers
-    )
+    # the second bind either re-checked after the first and found the core taken, or still waited for the
+    # lock, which the bound pod holds until its kubelet admits it (none runs here)
+    assert len(refused) == 1, answers
+    assert ("no longer fits" in refused[0] and "is held by another pod" in refused[0]) or (
+        "node lock contention" in refused[0]
+    ), answers
     node = cluster.node(RACE)["metadata"].get("annotations") or {}
-    assert "hami.io/bind.lock" not in node  # released by the binds themselves
+    assert node["hami.io/bind.lock"].endswith(f",default,{bound[0]}")

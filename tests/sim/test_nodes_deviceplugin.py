@@ -226,3 +226,33 @@ def test_kubelets_run_allocate_and_report_pod_phases(kube: Kube, cluster: Cluste
         assert counters["pods_succeeded"] == 1 and counters["allocation_incomplete"] == 0
     finally:
         kubelets.stop()
+
+
+def test_a_status_the_api_does_not_answer_is_sent_again(sim: Any) -> None:
+    """An API outage (5xx) while the kubelet reports a pod's admission: it keeps sending the status, as
+    the kubelet's status manager does; given up at once, the pod stayed Pending with its node locked (the
+    real-control-plane storm lost pods so around a kube-apiserver restart)."""
+    kube = Kube.from_kubeconfig(sim.kubeconfig)  # no retries of its own: the kubelet's loop must do it
+    try:
+        spec = build_cluster(1, seed=1, gpus_per_node=2, zones=1)
+        register_nodes(kube, spec)
+        node = spec.nodes[0]
+        kubelets = Kubelets(kube, spec, PluginConfig(allocate_latency=0.0, workers=1)).start()
+        try:
+            kubelets.informer.synced.wait(5)
+            sim.add_fault(
+                action="error", status=503, verb="patch", resource="pods", subresource="status", count=3
+            )
+            gpu = f"{node.devices[0].id},NVIDIA,1000,0:;"
+            bound_pod(kube, "outage", node.name, containers=[container("main", 1)], to_allocate=gpu)
+            wait_for(
+                lambda: podutil.phase(kube.get(pod_path("default", "outage"))) == "Running",
+                15,
+                "the pod to run once the API answers again",
+            )
+            assert kubelets.stats.counters["pods_running"] == 1
+            assert sim.faults()["rules"][0]["fired"] == 3
+        finally:
+            kubelets.stop()
+    finally:
+        kube.close()

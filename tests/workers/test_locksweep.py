@@ -73,7 +73,9 @@ CASES = [
         {"phase": "Running", "bound": True, "bind_phase": PHASE_SUCCESS},
         "is allocated",
     ),
-    Case("running-fresh-no-phase", "fresh", {"phase": "Running", "bound": True}, ""),
+    Case(  # a vendor whose plugin stamps no phase (our bind lock's): admitted, nobody needs it
+        "running-fresh-no-phase", "fresh", {"phase": "Running", "bound": True}, "is allocated"
+    ),
     Case(
         "moved-to-another-node",
         "fresh",
