@@ -365,7 +365,7 @@ class Kubelets:
                 asked.append(plugin)
                 try:
                     served, group_index = plugin.allocate(count)
-                except AllocateError as exc:
+                except (AllocateError, KubeError) as exc:  # an API error is the plugin's Allocate error
                     for each in plugins.values():
                         each.forget(podutil.uid(pod))
                     self._set_status(pod, podutil.admission_failed_status(str(exc)))

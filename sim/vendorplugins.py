@@ -30,12 +30,13 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from sim import podutil
-from sim.kube import Kube, node_path, pod_path
+from sim.kube import Kube, KubeError, node_path, pod_path
 from sim.vendors import VendorPart
 
 Obj = dict[str, Any]
 ASSIGNED, PROFILE = "CAMBRICON_DSMLU_ASSIGNED", "CAMBRICON_DSMLU_PROFILE"
 DSMLU_LOCK = "cambricon.com/dsmlu.lock"
+RELEASE_TRIES = 5
 NEURON_IDS, NEURON_ALLOCATED, NEURON_TIME, NEURON_TYPE, NEURON_NODE = (
     "AWS_NEURON_IDS",
     "NEURON_ALLOCATED",
@@ -106,7 +107,13 @@ class DsmluPlugin:
             raise AllocateError(f"invalid {PROFILE} {profile!r} on node {self.node}")
         path = pod_path(podutil.namespace(pod), podutil.name(pod))
         self.kube.patch(path, {"metadata": {"annotations": {ASSIGNED: "true"}}})
-        self.kube.patch(node_path(self.node), {"metadata": {"annotations": {DSMLU_LOCK: None}}})
+        for attempt in range(RELEASE_TRIES):  # as HAMi's own release of this lock: retried on a conflict
+            try:
+                self.kube.patch(node_path(self.node), {"metadata": {"annotations": {DSMLU_LOCK: None}}})
+                break
+            except KubeError as exc:
+                if exc.status != 409 or attempt + 1 == RELEASE_TRIES:
+                    raise
         return pod, None
 
     def forget(self, uid: str) -> None:
