@@ -27,7 +27,13 @@ from flask import Response, current_app, request
 
 from app.context import Context
 
-JSON_ENDPOINTS = ("extender.filter_route", "extender.bind_route", "webhook.webhook", "bench.noop")
+JSON_ENDPOINTS = (
+    "extender.filter_route",
+    "extender.bind_route",
+    "extender.preempt_route",
+    "webhook.webhook",
+    "bench.noop",
+)
 CONTEXT_KEY = "hami"
 MAX_DEPTH = 100  # JSON nesting levels accepted in a webhook request body
 MAX_CONTAINERS = 200_000  # JSON objects and lists accepted in one body (a large real pod has thousands)
