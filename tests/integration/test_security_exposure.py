@@ -4,10 +4,10 @@ The chart's Gunicorn containers and registration worker run as local processes w
 environment and the chart's own Helm-generated certificates (tests/integration/chartpod.py); only ports
 and paths are mapped. From this machine's non-loopback address — another pod of the cluster — only
 /webhook, /healthz, /readyz and /metrics may answer; /filter, /bind, /preempt and /debug/state must not,
-on any port of the pod. kube-scheduler itself, as the rendered KubeSchedulerConfiguration reaches the extender (URL,
-CA, serverName and its client certificate), gets answers: on 127.0.0.1 in follow mode, through the pod IP
-in acquire mode. Before issue 11 one server listened on 0.0.0.0 with every route and no client
-authentication: anyone in the cluster could act as the scheduler and read every reservation.
+on any port of the pod. kube-scheduler itself, as the rendered KubeSchedulerConfiguration reaches the
+extender (URL, CA, serverName and its client certificate), gets answers: on 127.0.0.1 in follow mode,
+through the pod IP in acquire mode. Before issue 11 one server listened on 0.0.0.0 with every route and
+no client authentication: anyone in the cluster could act as the scheduler and read every reservation.
 """
 
 from __future__ import annotations
