@@ -178,33 +178,37 @@ def _fits(case: NodeCase, removed: frozenset[str], ctx: PodContext, devices: Nod
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[NodeCase, int, PodContext]:
-    count = draw(st.integers(0, 6))
+    """Up to six holders on two 32 GiB cards, some of them kube-scheduler's own (lower-priority) victims."""
+    preemptor = draw(st.integers(0, 7))
     holders = []
-    for i in range(count):
+    for i in range(draw(st.integers(0, 6))):
         card = draw(st.sampled_from(["GPU-A", "GPU-B"]))
         mem = draw(st.integers(1, 4)) * 4096
         holders.append(holder(f"p{i}", draw(st.integers(0, 6)), card, mem, t=draw(st.integers(0, 59))))
-    mem = draw(st.integers(1, 8)) * 4096
-    ctx = wants(mem, gpus=draw(st.integers(1, 2)))
-    return NodeCase(TWO_CARDS, (), tuple(holders)), draw(st.integers(0, 7)), ctx
+    lower = [h.uid for h in holders if h.priority < preemptor]
+    chosen = draw(st.sets(st.sampled_from(lower), max_size=2)) if lower else set()
+    ctx = wants(draw(st.integers(1, 8)) * 4096, gpus=draw(st.integers(1, 2)))
+    return NodeCase(TWO_CARDS, (), tuple(holders), frozenset(chosen)), preemptor, ctx
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenarios())
 def test_victims_are_lower_priority_fit_and_fewest(scenario: tuple[NodeCase, int, PodContext]) -> None:
     case, preemptor, ctx = scenario
     victims = choose_victims(case, preemptor, ctx, VENDORS)
-    eligible = [h.uid for h in case.holders if h.priority < preemptor]
+    eligible = [h.uid for h in case.holders if h.priority < preemptor and h.uid not in case.chosen]
     fitting = [
         set(combo)
         for size in range(len(eligible) + 1)
         for combo in itertools.combinations(eligible, size)
-        if _fits(case, frozenset(combo), ctx)
+        if _fits(case, case.chosen | frozenset(combo), ctx)
     ]
     if victims is None:
         assert not fitting  # no set of lower-priority pods makes it fit
         return
+    assert set(victims) >= case.chosen and len(set(victims)) == len(victims)  # kube-scheduler's are kept
+    added = set(victims) - case.chosen
     priorities = {h.uid: h.priority for h in case.holders}
-    assert all(priorities[v] < preemptor for v in victims)
-    assert _fits(case, frozenset(victims), ctx)
-    assert len(victims) == min(len(f) for f in fitting)
+    assert all(priorities[v] < preemptor for v in added)  # strictly lower priority, never equal or higher
+    assert _fits(case, frozenset(victims), ctx)  # with them out the pod fits
+    assert len(added) == min(len(f) for f in fitting)  # and no smaller set would
