@@ -29,6 +29,7 @@ from app.metrics import (
     LOCK_CONTENTION,
     LOCK_TAKEOVERS,
     LOCK_WAIT,
+    PREEMPT_RESULTS,
     observe_phases,
 )
 from app.preempting import preempt_pod
@@ -164,14 +165,18 @@ def preempt_route() -> Response:
     except BodyError as exc:
         if exc.missing:
             return text_response(exc.message, 400)
+        PREEMPT_RESULTS.labels("error").inc()
         return json_response(preemption_result({}, exc.message))
     except WireError as exc:
+        PREEMPT_RESULTS.labels("error").inc()
         return json_response(preemption_result({}, str(exc)))
     try:
         outcome = preempt_pod(ctx, args.pod, args.victims)
     except Exception as exc:  # the HTTP contract: never a 5xx
         logger.exception("preempt failed unexpectedly")
+        PREEMPT_RESULTS.labels("error").inc()
         return json_response(preemption_result({}, f"internal error: {type(exc).__name__}: {exc}"))
+    PREEMPT_RESULTS.labels("error" if outcome.error else ("victims" if outcome.victims else "none")).inc()
     logger.info(
         "preempt %s: %d of %d candidate nodes kept%s",
         f"{pods.namespace(args.pod)}/{pods.name(args.pod)}" if args.pod else "(no pod)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +36,16 @@ def _meta(*uids: str) -> dict[str, Any]:
     return {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0}
 
 
+def _preempt_results(service: Any) -> dict[str, float]:
+    """hami_scheduler_preempt_results_total by result, from /metrics."""
+    return {
+        sample.labels["result"]: sample.value
+        for family in text_string_to_metric_families(service.metrics())
+        for sample in family.samples
+        if sample.name == "hami_scheduler_preempt_results_total"
+    }
+
+
 def _victims(answer: dict[str, Any]) -> dict[str, list[str]]:
     return {node: [p["UID"] for p in v["Pods"]] for node, v in answer["NodeNameToMetaVictims"].items()}
 
@@ -43,8 +54,8 @@ def _victims(answer: dict[str, Any]) -> dict[str, list[str]]:
 def full(
     start_service: Any, cluster: Any, emulator: Any, wait_for: Any, worker_is_available: bool
 ) -> tuple[Any, dict[str, str]]:
-    """Binpack GPUs. gpu-p: GPU 0 holds low-a (older) and low-b (newer), 16000 MiB each at priority 1; GPU 1 holds mid,
-    30000 MiB at priority 5. gpu-r: its one GPU held by equal, at the preemptor's priority 10."""
+    """GPUs binpacked. gpu-p: one GPU holds low-a (older) and low-b (newer), 16000 MiB each at priority 1,
+    the other mid, 30000 MiB at priority 5. gpu-r: its one GPU held by equal, at the preemptor's priority."""
     assert worker_is_available  # the worker releases a deleted victim's reservation
     emulator.reset()
     cluster.add_nodes(cluster.gpu_node(NODE, gpus=2, memory=MEMORY), cluster.gpu_node(SPARE, gpus=1))
@@ -109,6 +120,8 @@ def test_device_aware_victims_then_the_preemptor_fits(full: Any, cluster: Any, w
     assert answer["NodeNameToMetaVictims"] == {NODE: {"Pods": [{"UID": uids["mid"]}], "NumPDBViolations": 1}}
 
     freed = cluster.pod_annotations("mid")["hami.io/vgpu-devices-allocated"].split(",")[0]
+    counted = _preempt_results(service)
+    assert counted.get("victims", 0) >= 2 and counted.get("error", 0) >= 4  # this module's answers so far
     # kube-scheduler deletes the victim; the worker releases its reservation; the preemptor then fits there
     cluster.core.delete_namespaced_pod("mid", "default", grace_period_seconds=0)
     wait_for(
