@@ -30,7 +30,7 @@ from app.core.decision import pod_context
 from app.core.fit import PodContext
 from app.core.model import DeviceUse
 from app.core.pods import PodError
-from app.core.preemption import Holder, NodeCase, choose_victims, priority, started
+from app.core.preemption import Holder, NodeCase, choose_victims, node_budget, priority, started
 from app.core.vendor import InvalidRequest
 from app.k8s import objects
 from app.k8s.errors import ApiError
@@ -91,7 +91,7 @@ def preempt_pod(context: Context, pod: Mapping[str, Any] | None, candidates: Vic
     if not ctx.requests.any:  # no device of ours: kube-scheduler's victims stand as they are
         return PreemptOutcome(victims={n: v for n, v in candidates.items() if v[0]})
     vendors = {v.key: v for v in context.settings.vendors}
-    rank, uid = priority(pod), pods.uid(pod)
+    rank, uid, budget = priority(pod), pods.uid(pod), node_budget(len(candidates))
     outcome = PreemptOutcome()
     for node, (chosen, violations) in candidates.items():
         if node not in snapshot.nodes:
@@ -102,7 +102,7 @@ def preempt_pod(context: Context, pod: Mapping[str, Any] | None, candidates: Vic
         except ApiError as exc:
             outcome.dropped[node] = f"listing its pods failed: {exc.message}"
             continue
-        victims = choose_victims(case, rank, ctx, vendors)
+        victims = choose_victims(case, rank, ctx, vendors, max_evaluations=budget)
         if not victims:
             outcome.dropped[node] = "no lower-priority device holders make the pod fit"
             continue

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.core.fit import PodContext, evaluate_node
 from app.core.model import DeviceUse, NodeDevices
-from app.core.preemption import Holder, NodeCase, choose_victims, priority, started
+from app.core.preemption import Holder, NodeCase, choose_victims, node_budget, priority, started
 from app.core.usage import sum_uses
 
 VENDORS = {NVIDIA.key: NVIDIA}
@@ -148,6 +148,25 @@ def test_greedy_set_when_the_search_budget_runs_out() -> None:
     victims = choose_victims(node_case, 100, wants(MEM), VENDORS, max_evaluations=1)
     assert victims is not None and _fits(node_case, frozenset(victims), wants(MEM))
     assert all(h.priority < 100 for h in holders if h.uid in victims)
+
+
+@pytest.mark.parametrize(
+    ("candidates", "budget"),
+    [(1, 1024), (4, 1024), (10, 409), (100, 64), (5000, 64), (0, 1024)],
+    ids=["one-node", "few-nodes", "ten-nodes-share", "hundred-nodes-floor", "many-nodes-floor", "none"],
+)
+def test_node_budget(candidates: int, budget: int) -> None:
+    assert node_budget(candidates) == budget
+
+
+def test_many_small_holders_cost_a_bounded_search() -> None:
+    cards = [gpu(f"G{i}", i, mem=MEM) for i in range(8)]
+    holders = tuple(holder(f"p{i}", i % 5, f"G{i % 8}", 3270, t=i % 60) for i in range(80))
+    node_case = NodeCase(node("n8", *cards), (), holders)
+    ctx = wants(MEM)  # a whole card: ten holders must go
+    victims = choose_victims(node_case, 10, ctx, VENDORS, max_evaluations=64)
+    assert victims is not None and len(victims) == 10
+    assert len({next(iter(h.uses)) for h in holders if h.uid in victims}) == 1  # all from one card
 
 
 @pytest.mark.parametrize(
