@@ -69,6 +69,9 @@ FILTER_DENIALS = Counter("hami_scheduler_filter_denials", "Pods not placed, by m
 BIND_RESULTS = Counter(
     "hami_scheduler_bind_results", "Bind answers by result and bounded reason", ["result", "reason"]
 )
+PREEMPT_RESULTS = Counter(
+    "hami_scheduler_preempt_results", "Preempt answers by result (docs/preemption.md)", ["result"]
+)
 WEBHOOK_RESULTS = Counter("hami_scheduler_webhook_results", "Admission answers by result", ["result"])
 LOCK_CONTENTION = Counter(
     "hami_scheduler_node_lock_contention", "Binds that found the node locked by another pod"
@@ -90,6 +93,7 @@ OWN_METRICS: tuple[Collector, ...] = (
     FILTER_RESULTS,
     FILTER_DENIALS,
     BIND_RESULTS,
+    PREEMPT_RESULTS,
     WEBHOOK_RESULTS,
     LOCK_CONTENTION,
     LOCK_WAIT,

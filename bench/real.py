@@ -8,8 +8,9 @@ emptied cluster, each by a fresh kube-scheduler process with the chart's KubeSch
 
 - `baseline`: no extender; NodeResourcesFit counts `nvidia.com/gpu` (GPUs x split count per node); the
   simulated kubelets start the pods as NVIDIA's stock plugin would (`sim nodes --stock-gpus`);
-- `noop`: the chart's extender entry with `filterVerb: bench/noop` and no `bindVerb`: the floor, an
-  extender answering without work on the very HTTP path of /filter (same Gunicorn, TLS, body decoding);
+- `noop`: the chart's extender entry with `filterVerb: bench/noop`, no `bindVerb` nor `preemptVerb`: the
+  floor, an extender answering without work on the very HTTP path of /filter (same Gunicorn, TLS, body
+  decoding);
 - `extender`: the chart's extender, our /filter and /bind, the pods created through our webhook.
 
 Each run creates its pods first (schedulerName `bench-baseline` / `bench-noop`, which our webhook leaves
@@ -129,6 +130,7 @@ def scheduler_config(cluster: Cluster, phase: str) -> Obj:
         for extender in config.get("extenders") or []:
             extender["filterVerb"] = "bench/noop"
             extender.pop("bindVerb", None)
+            extender.pop("preemptVerb", None)  # the floor: nothing of ours but the filter's HTTP path
     if SCHEDULER_NAMES[phase]:
         for profile in config.get("profiles") or []:
             profile["schedulerName"] = SCHEDULER_NAMES[phase]

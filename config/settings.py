@@ -49,7 +49,8 @@ FILTER_WRITES = (
     "auto",
     "deferred",
 )  # HAMI_FILTER_WRITE  # HAMI_ROUTES: which routes this Gunicorn serves (issue 11)
-LARGE_BODY_PATHS = ("/filter", "/webhook", "/bench/noop")  # bodies up to HAMI_MAX_BODY_BYTES
+# bodies up to HAMI_MAX_BODY_BYTES (/preempt: the pod and victims of up to max(100, 10% of nodes) candidates)
+LARGE_BODY_PATHS = ("/filter", "/preempt", "/webhook", "/bench/noop")
 SMALL_BODY_BYTES = 64 * 1024  # /bind's args are a few hundred bytes; GET routes take no body at all
 
 
@@ -57,10 +58,10 @@ SMALL_BODY_BYTES = 64 * 1024  # /bind's args are a few hundred bytes; GET routes
 class HttpSettings:
     """One Gunicorn server: where it listens, what it serves, how it authenticates its clients.
 
-    `routes`: `scheduler` serves kube-scheduler's verbs (/filter, /bind, /debug/*), `public` what the API
-    server, the kubelet and Prometheus call (/webhook, /readyz, /metrics), `all` both; /healthz is on
-    every server. The chart runs one server of each, with their own worker pools (a contended /bind never
-    starves /webhook or /healthz).
+    `routes`: `scheduler` serves kube-scheduler's verbs (/filter, /bind, /preempt, /debug/*), `public`
+    what the API server, the kubelet and Prometheus call (/webhook, /readyz, /metrics), `all` both;
+    /healthz is on every server. The chart runs one server of each, with their own worker pools (a
+    contended /bind never starves /webhook or /healthz).
     """
 
     bind: str = "127.0.0.1:8443"

@@ -1,13 +1,13 @@
 """Request helpers shared by the blueprints: the size caps, JSON decoding, the per-process context.
 
-Every route has a body cap sized to what its callers send (`HttpSettings.body_cap`, issue 11): /filter and
-/webhook HAMI_MAX_BODY_BYTES (4 MiB: the API server sends at most ~3 MiB, a 5,000-name filter ~200 KB),
-/bind and everything else 64 KiB. A declared length over the cap is refused before a byte is read; the
-body is then read and dropped in small chunks (at most DRAIN_BYTES for DRAIN_SECONDS) so the client sees
+Every route has a body cap sized to what its callers send (`HttpSettings.body_cap`, issue 11): /filter,
+/preempt and /webhook HAMI_MAX_BODY_BYTES (4 MiB: the API server sends at most ~3 MiB, a 5,000-name filter
+~200 KB), /bind and everything else 64 KiB. A declared length over the cap is refused before a byte is read;
+the body is then read and dropped in small chunks (at most DRAIN_BYTES for DRAIN_SECONDS) so the client sees
 the answer instead of a reset, and Gunicorn closes the connection (`pre_request`). A chunked body is read
-through the cap. A body within the cap that holds more than MAX_CONTAINERS JSON objects and lists is
-refused before it is parsed: parsing is what costs memory (a 16 MiB body of nested empty lists once took
-a worker from 83 to 872 MiB), and no Kubernetes object comes near that count.
+through the cap. A body within the cap that holds more than MAX_CONTAINERS JSON objects and lists is refused
+before it is parsed: parsing is what costs memory (a 16 MiB body of nested empty lists once took a worker
+from 83 to 872 MiB), and no Kubernetes object comes near that count.
 
 The webhook's bodies must also nest at most MAX_DEPTH levels: orjson accepts 1024, but copying and diffing
 a few hundred levels (its deepcopy and JSON Patch) exhausts Python's recursion limit, and no Kubernetes
@@ -27,7 +27,13 @@ from flask import Response, current_app, request
 
 from app.context import Context
 
-JSON_ENDPOINTS = ("extender.filter_route", "extender.bind_route", "webhook.webhook", "bench.noop")
+JSON_ENDPOINTS = (
+    "extender.filter_route",
+    "extender.bind_route",
+    "extender.preempt_route",
+    "webhook.webhook",
+    "bench.noop",
+)
 CONTEXT_KEY = "hami"
 MAX_DEPTH = 100  # JSON nesting levels accepted in a webhook request body
 MAX_CONTAINERS = 200_000  # JSON objects and lists accepted in one body (a large real pod has thousands)

@@ -1,4 +1,4 @@
-"""POST /filter and POST /bind: kube-scheduler's extender verbs (reference §1.2).
+"""POST /filter, /bind and /preempt: kube-scheduler's extender verbs (reference §1.2, docs/preemption.md).
 
 HTTP contract: no body -> 400 with a text message; anything else -> 200 with the result, errors in the
 `Error` field (bad JSON, missing pod, a decision error). Never a 5xx: an unexpected exception is logged and
@@ -14,6 +14,7 @@ from flask import Blueprint, Response, request
 
 from app import decisions
 from app.binding import BOUND_OK, bind_pod
+from app.core import pods
 from app.core.inventory import node_name
 from app.filtering import filter_pod
 from app.filteroutcome import FilterOutcome
@@ -28,10 +29,20 @@ from app.metrics import (
     LOCK_CONTENTION,
     LOCK_TAKEOVERS,
     LOCK_WAIT,
+    PREEMPT_RESULTS,
     observe_phases,
 )
+from app.preempting import preempt_pod
 from app.routes.common import BodyError, context, json_body, json_response, text_response
-from app.routes.wire import BindingArgs, ExtenderArgs, WireError, binding_result, filter_result
+from app.routes.wire import (
+    BindingArgs,
+    ExtenderArgs,
+    PreemptionArgs,
+    WireError,
+    binding_result,
+    filter_result,
+    preemption_result,
+)
 
 logger = logging.getLogger(__name__)
 BAD_REQUEST, INTERNAL = "bad-request", "internal"  # bind reasons decided here (the rest: app.binding)
@@ -142,3 +153,37 @@ def bind_route() -> Response:
         seconds=seconds,
     )
     return json_response(binding_result(outcome.error))
+
+
+@blueprint.post("/preempt")
+def preempt_route() -> Response:
+    """ExtenderPreemptionResult: per candidate node the victims' UIDs; no node at all (and an `Error`)
+    when the request cannot be served, which makes kube-scheduler preempt nothing in this cycle."""
+    ctx = context()
+    try:
+        args = PreemptionArgs.parse(json_body(ctx.settings.http.body_cap(request.path)))
+    except BodyError as exc:
+        if exc.missing:
+            return text_response(exc.message, 400)
+        PREEMPT_RESULTS.labels("error").inc()
+        return json_response(preemption_result({}, exc.message))
+    except WireError as exc:
+        PREEMPT_RESULTS.labels("error").inc()
+        return json_response(preemption_result({}, str(exc)))
+    try:
+        outcome = preempt_pod(ctx, args.pod, args.victims)
+    except Exception as exc:  # the HTTP contract: never a 5xx
+        logger.exception("preempt failed unexpectedly")
+        PREEMPT_RESULTS.labels("error").inc()
+        return json_response(preemption_result({}, f"internal error: {type(exc).__name__}: {exc}"))
+    PREEMPT_RESULTS.labels("error" if outcome.error else ("victims" if outcome.victims else "none")).inc()
+    logger.info(
+        "preempt %s: %d of %d candidate nodes kept%s",
+        f"{pods.namespace(args.pod)}/{pods.name(args.pod)}" if args.pod else "(no pod)",
+        len(outcome.victims),
+        len(args.victims),
+        f"; dropped {outcome.dropped}"
+        if outcome.dropped
+        else (f"; {outcome.error}" if outcome.error else ""),
+    )
+    return json_response(preemption_result(outcome.victims, outcome.error))

@@ -7,7 +7,7 @@ emit exactly the Go names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,69 @@ class BindingArgs:
                 raise WireError(f"json: cannot unmarshal {name}: expected a string")
             values[name] = value or ""
         return cls(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
+
+
+def _victim_uids(victims: Any, meta: bool) -> tuple[list[str], int]:
+    if not isinstance(victims, Mapping):
+        raise WireError("json: cannot unmarshal victims: expected an object")
+    listed = _get(victims, "Pods") or []
+    violations = _get(victims, "NumPDBViolations") or 0
+    if not isinstance(listed, list) or not isinstance(violations, int) or isinstance(violations, bool):
+        raise WireError(
+            "json: cannot unmarshal victims: expected Pods (a list) and NumPDBViolations (a number)"
+        )
+    uids = []
+    for pod in listed:
+        holder = pod if meta else (_get(pod, "metadata") if isinstance(pod, Mapping) else None)
+        uid = _get(holder, "UID" if meta else "uid") if isinstance(holder, Mapping) else None
+        if not isinstance(uid, str) or not uid:
+            raise WireError("json: cannot unmarshal victims: a pod without a UID")
+        uids.append(uid)
+    return uids, violations
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """ExtenderPreemptionArgs: the preemptor and, per candidate node, kube-scheduler's victims as UIDs
+    (NodeNameToMetaVictims with nodeCacheCapable, else NodeNameToVictims with whole pods) and their count
+    of PodDisruptionBudget violations."""
+
+    pod: dict[str, Any] | None
+    victims: dict[str, tuple[list[str], int]]
+
+    @classmethod
+    def parse(cls, body: Any) -> PreemptionArgs:
+        if not isinstance(body, Mapping):
+            raise WireError(
+                "json: cannot unmarshal non-object into Go value of type v1.ExtenderPreemptionArgs"
+            )
+        pod = _get(body, "Pod")
+        if pod is not None and not isinstance(pod, dict):
+            raise WireError("json: cannot unmarshal Pod: expected an object")
+        victims: dict[str, tuple[list[str], int]] = {}
+        for field_name, meta in (("NodeNameToVictims", False), ("NodeNameToMetaVictims", True)):
+            nodes = _get(body, field_name)
+            if nodes is None:
+                continue
+            if not isinstance(nodes, Mapping):
+                raise WireError(f"json: cannot unmarshal {field_name}: expected an object")
+            for node, listed in nodes.items():
+                victims[str(node)] = _victim_uids(listed, meta) if listed is not None else ([], 0)
+        return cls(pod, victims)
+
+
+def preemption_result(victims: Mapping[str, tuple[Sequence[str], int]], error: str = "") -> dict[str, Any]:
+    """ExtenderPreemptionResult (NodeNameToMetaVictims); `Error` is ours: kube-scheduler's decoder ignores
+    it, and an empty map tells it that no candidate node is left."""
+    result: dict[str, Any] = {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": violations}
+            for node, (uids, violations) in victims.items()
+        }
+    }
+    if error:
+        result["Error"] = error
+    return result
 
 
 def filter_result(

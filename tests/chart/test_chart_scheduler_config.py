@@ -33,7 +33,8 @@ def test_extender_verbs_and_flags(render: Any) -> None:
     ext = extender(render())
     assert ext["filterVerb"] == "filter"
     assert ext["bindVerb"] == "bind"
-    assert "prioritizeVerb" not in ext and "preemptVerb" not in ext
+    assert ext["preemptVerb"] == "preempt"  # device-aware victims (docs/preemption.md)
+    assert "prioritizeVerb" not in ext
     assert ext["nodeCacheCapable"] is True
     assert ext["enableHTTPS"] is True
     assert ext["ignorable"] is False  # an extender error must fail the pod's cycle, not skip GPU accounting

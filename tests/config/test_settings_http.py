@@ -86,6 +86,7 @@ def test_unknown_routes_are_refused() -> None:
     ("path", "cap"),
     [
         ("/filter", 4 * 1024 * 1024),
+        ("/preempt", 4 * 1024 * 1024),  # the pod and up to max(100, 10% of nodes) candidates' victims
         ("/webhook", 4 * 1024 * 1024),
         ("/bind", SMALL_BODY_BYTES),
         ("/healthz", SMALL_BODY_BYTES),

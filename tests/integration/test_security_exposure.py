@@ -3,11 +3,11 @@
 The chart's Gunicorn containers and registration worker run as local processes with their rendered
 environment and the chart's own Helm-generated certificates (tests/integration/chartpod.py); only ports
 and paths are mapped. From this machine's non-loopback address — another pod of the cluster — only
-/webhook, /healthz, /readyz and /metrics may answer; /filter, /bind and /debug/state must not, on any port
-of the pod. kube-scheduler itself, as the rendered KubeSchedulerConfiguration reaches the extender (URL,
-CA, serverName and its client certificate), gets answers: on 127.0.0.1 in follow mode, through the pod IP
-in acquire mode. Before issue 11 one server listened on 0.0.0.0 with every route and no client
-authentication: anyone in the cluster could act as the scheduler and read every reservation.
+/webhook, /healthz, /readyz and /metrics may answer; /filter, /bind, /preempt and /debug/state must not,
+on any port of the pod. kube-scheduler itself, as the rendered KubeSchedulerConfiguration reaches the
+extender (URL, CA, serverName and its client certificate), gets answers: on 127.0.0.1 in follow mode,
+through the pod IP in acquire mode. Before issue 11 one server listened on 0.0.0.0 with every route and
+no client authentication: anyone in the cluster could act as the scheduler and read every reservation.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ PUBLIC = {"/webhook", "/healthz", "/readyz", "/metrics"}
 ROUTES = [
     ("POST", "/filter"),
     ("POST", "/bind"),
+    ("POST", "/preempt"),
     ("GET", "/debug/state"),
     ("POST", "/webhook"),
     ("GET", "/healthz"),
@@ -36,6 +37,10 @@ ROUTES = [
 BODIES = {
     "/filter": {"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u"}}, "NodeNames": ["n"]},
     "/bind": {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n"},
+    "/preempt": {
+        "Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u"}},
+        "NodeNameToMetaVictims": {},
+    },
     "/webhook": {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x"}},
 }
 
@@ -93,7 +98,12 @@ def test_from_another_pod_only_the_public_routes_answer(pod: ChartPod) -> None:
 def test_kube_scheduler_reaches_its_verbs_as_its_configuration_says(pod: ChartPod) -> None:
     host, port, _ = pod.kube_scheduler_target()
     context = pod.kube_scheduler_tls()
-    for method, path in (("POST", "/filter"), ("POST", "/bind"), ("GET", "/debug/state")):
+    for method, path in (
+        ("POST", "/filter"),
+        ("POST", "/bind"),
+        ("POST", "/preempt"),
+        ("GET", "/debug/state"),
+    ):
         assert answers(host, port, context, pod.server_name(), method, path), path
     # the same listener refuses a client without kube-scheduler's certificate, wherever it connects from
     assert not answers(host, port, _no_client_certificate(pod), pod.server_name(), "POST", "/filter")

@@ -5,9 +5,9 @@
 - the result always carries every Go field of ExtenderFilterResult, nulls included;
 - a pod without device requests is passed through: `NodeNames` echoed, nothing recorded;
 - a node with a corrupt registration is excluded with its reason and poisons nothing else;
-- a follower (status row leader=False) answers /filter and /bind with a retryable `Error` at once (well
-  under kube-scheduler's patience: below 1 s), still answers the webhook, and its /readyz is 503; the
-  leader's /readyz is 200.
+- a follower (status row leader=False) answers /filter, /bind and /preempt (no node) with a retryable
+  `Error` at once (well under kube-scheduler's patience: below 1 s), still answers the webhook, and its
+  /readyz is 503; the leader's /readyz is 200.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 NODE = "gpu-h"
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+PREEMPT = {"NodeNameToMetaVictims": {NODE: {"Pods": [{"UID": "u-victim"}], "NumPDBViolations": 0}}}
 MAX_BODY = 64 * 1024  # the smallest HAMI_MAX_BODY_BYTES (every route accepts 64 KiB)
 
 
@@ -139,6 +140,10 @@ def test_follower_refuses_fast_and_is_not_ready(service: Any, cluster: Any, wait
             answer, seconds = _timed(lambda: service.bind(pod, NODE))
             assert "not the leader" in answer["Error"] and answer["Error"].endswith("retry later")
             assert seconds < 1.0, f"a follower took {seconds:.2f}s to refuse /bind"
+            reply, seconds = _timed(lambda: service.post_json("/preempt", PREEMPT | {"Pod": pod}))
+            assert reply.status == 200 and reply.json()["NodeNameToMetaVictims"] == {}  # preempt nothing
+            assert "not the leader" in reply.json()["Error"] and reply.json()["Error"].endswith("retry later")
+            assert seconds < 1.0, f"a follower took {seconds:.2f}s to refuse /preempt"
         assert "hami.io/vgpu-node" not in cluster.pod_annotations("while-follower")
         assert cluster.node_lock(NODE) is None
 
