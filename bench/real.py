@@ -49,7 +49,8 @@ from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN
 from sim.controlplane.real import RealControlPlane
 from sim.kit import podutil
-from sim.kit.kube import Informer, Kube, KubeError, node_path, pod_path
+from sim.kit.informer import Informer
+from sim.kit.kube import Kube, KubeError, node_path, pod_path
 from sim.nodes.objects import build_cluster, node_object
 
 Obj = dict[str, Any]

@@ -19,13 +19,13 @@ of leader, or with no or two Ready replicas, are not compared.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from app.state.ledger import BOUND, Ledger
 from sim.kit import podutil
+from sim.kit.ticker import Ticker
 
 logger = logging.getLogger(__name__)
 
@@ -81,20 +81,17 @@ class LedgerWatch:
     ) -> None:
         self.replicas = replicas
         self.list_pods = list_pods
-        self.every = every
         self.samples = 0  # samples compared with the previous one of the same leader
         self.drops: list[dict[str, Any]] = []
         self._previous: tuple[str, Rows] | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="chaos-ledger-watch", daemon=True)
+        self._ticker = Ticker("chaos-ledger-watch", every, self._tick)
 
     def start(self) -> LedgerWatch:
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
+        self._ticker.stop(30)
 
     def sample(self) -> None:
         ready = self.replicas.ready_ones()
@@ -117,13 +114,12 @@ class LedgerWatch:
             self.drops.append({"pod": podutil.key(pod), "uid": uid, "node": podutil.node_name(pod)})
             logger.warning("the leader's ledger dropped a live reservation: %s", self.drops[-1])
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.sample()
-            except Exception as exc:  # a missed sample (the API server restarting, say), not a failed run
-                logger.warning("ledger sample failed: %s", exc)
-                self._previous = None
+    def _tick(self) -> None:
+        try:
+            self.sample()
+        except Exception as exc:  # a missed sample (the API server restarting, say), not a failed run
+            logger.warning("ledger sample failed: %s", exc)
+            self._previous = None
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -26,7 +26,9 @@ from sim.chaos.check import oversubscription
 from sim.cluster.replicas import Replicas
 from sim.emulator.testing import EmulatorHandle
 from sim.kit import podutil
-from sim.kit.kube import Informer, Kube
+from sim.kit.informer import Informer
+from sim.kit.kube import Kube
+from sim.kit.ticker import Ticker
 from sim.workload.report import LOCK
 
 logger = logging.getLogger(__name__)
@@ -45,30 +47,27 @@ class Observer:
         self.hooks = hooks
         self.replicas = replicas
         self.selector = label_selector
-        self.sample_every = sample_every
-        self.probe_every = probe_every
         self.samples = 0
         self.over_max = 0
         self.over_first: list[dict[str, Any]] = []
         self.leaders: list[tuple[float, str]] = []  # (seconds since start, the Ready replica or "")
         self.dual_ready = 0
         self.leaderless = 0.0
-        self._stop = threading.Event()
-        self._started = time.monotonic()
-        self._threads = [
-            threading.Thread(target=self._sample_loop, name="chaos-oversubscription", daemon=True),
-            threading.Thread(target=self._probe_loop, name="chaos-readiness", daemon=True),
+        self._started = self._last_probe = time.monotonic()
+        self._tickers = [
+            Ticker("chaos-oversubscription", sample_every, self._sample_tick),
+            Ticker("chaos-readiness", probe_every, self._probe),
         ]
 
     def start(self) -> Observer:
-        for thread in self._threads:
-            thread.start()
+        self._last_probe = time.monotonic()
+        for ticker in self._tickers:
+            ticker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(10)
+        for ticker in self._tickers:
+            ticker.stop(10)
 
     def sample(self) -> None:
         pods = self.hooks.list("pods", label_selector=self.selector)
@@ -79,26 +78,23 @@ class Observer:
             self.over_first = over
         self.over_max = max(self.over_max, len(over))
 
-    def _sample_loop(self) -> None:
-        while not self._stop.wait(self.sample_every):
-            try:
-                self.sample()
-            except Exception:  # a failed sample is a missed sample, not a failed run
-                logger.exception("oversubscription sample failed")
+    def _sample_tick(self) -> None:
+        try:
+            self.sample()
+        except Exception:  # a failed sample is a missed sample, not a failed run
+            logger.exception("oversubscription sample failed")
 
-    def _probe_loop(self) -> None:
-        last = time.monotonic()
-        while not self._stop.wait(self.probe_every):
-            ready = [r.name for r in self.replicas.ready_ones()]
-            now = time.monotonic()
-            if len(ready) > 1:
-                self.dual_ready += 1
-            if not ready:
-                self.leaderless += now - last
-            last = now
-            current = ready[0] if len(ready) == 1 else ("" if not ready else "+".join(ready))
-            if not self.leaders or self.leaders[-1][1] != current:
-                self.leaders.append((round(now - self._started, 2), current))
+    def _probe(self) -> None:
+        ready = [r.name for r in self.replicas.ready_ones()]
+        now = time.monotonic()
+        if len(ready) > 1:
+            self.dual_ready += 1
+        if not ready:
+            self.leaderless += now - self._last_probe
+        self._last_probe = now
+        current = ready[0] if len(ready) == 1 else ("" if not ready else "+".join(ready))
+        if not self.leaders or self.leaders[-1][1] != current:
+            self.leaders.append((round(now - self._started, 2), current))
 
     def summary(self) -> dict[str, Any]:
         changes = [name for _, name in self.leaders if name]

@@ -12,12 +12,12 @@ controller does for two minutes.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sim.emulator.eviction import ready, selector
 from sim.kit.kube import Kube, KubeError
+from sim.kit.ticker import Ticker
 
 
 def _count(value: Any, total: int, *, round_up: bool) -> int:
@@ -70,28 +70,25 @@ class DisruptionController:
     from the pods, written to the status subresource (on the emulator or the real API server)."""
 
     def __init__(self, kube: Kube, namespace: str, name: str, period: float = 0.2) -> None:
-        self._kube, self._period = kube, period
+        self._kube = kube
         self._path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}"
         self._pods = f"/api/v1/namespaces/{namespace}/pods"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="disruption", daemon=True)
+        self._ticker = Ticker("disruption", period, self._tick)
 
     def start(self) -> DisruptionController:
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self._ticker.stop(10)
 
     def status(self) -> dict[str, Any]:
         return dict(self._kube.get(self._path).get("status") or {})
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._period):
-            try:
-                budget = self._kube.get(self._path)
-                pods = self._kube.list(self._pods)[1]
-                self._kube.patch(f"{self._path}/status", {"status": pdb_status(budget, pods)})
-            except KubeError:  # a conflict or a server going away: the next round computes it again
-                continue
+    def _tick(self) -> None:
+        try:
+            budget = self._kube.get(self._path)
+            pods = self._kube.list(self._pods)[1]
+            self._kube.patch(f"{self._path}/status", {"status": pdb_status(budget, pods)})
+        except KubeError:  # a conflict or a server going away: the next round computes it again
+            return

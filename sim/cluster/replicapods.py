@@ -17,7 +17,6 @@ Invariant: a replica's processes are stopped only after its pod was marked for d
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -31,6 +30,7 @@ from sim.cluster.stack import Stack
 from sim.controlplane import chart
 from sim.controlplane.base import RELEASE_NAMESPACE
 from sim.kit.kube import KubeError
+from sim.kit.ticker import Ticker
 
 PODS = f"/api/v1/namespaces/{RELEASE_NAMESPACE}/pods"
 
@@ -58,8 +58,7 @@ class ReplicaPods:
         self.ready_since: dict[str, float] = {}  # pod -> when its Ready condition last turned True
         self.stopped: dict[str, float] = {}  # pod -> when its deletion was seen and its containers stopped
         self._reported: dict[str, bool] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="replica-kubelet", daemon=True)
+        self._kubelet = Ticker("replica-kubelet", 0.2, self._tick)
 
     def __enter__(self) -> ReplicaPods:
         template = chart.find(self._objects, "Deployment")["spec"]["template"]
@@ -86,14 +85,13 @@ class ReplicaPods:
             self._report(name, False)
         chart.apply(self._kube, [self._budget_object])
         self.budget.start()
-        self._thread.start()
+        self._kubelet.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self._kubelet.stop(10)
         self.budget.close()
 
     def _report(self, name: str, ready: bool) -> None:
@@ -121,21 +119,20 @@ class ReplicaPods:
             if exc.status != 404:
                 raise
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            for index, name in enumerate(self.names):
-                if name in self.stopped:
+    def _tick(self) -> None:
+        for index, name in enumerate(self.names):
+            if name in self.stopped:
+                continue
+            try:
+                pod = self._kube.get_or_none(f"{PODS}/{name}")
+                if pod is None or pod["metadata"].get("deletionTimestamp"):
+                    self._terminate(index, name)
                     continue
-                try:
-                    pod = self._kube.get_or_none(f"{PODS}/{name}")
-                    if pod is None or pod["metadata"].get("deletionTimestamp"):
-                        self._terminate(index, name)
-                        continue
-                    ready = self._ready(index)
-                    if ready:
-                        self.ready_since.setdefault(name, time.monotonic())
-                    else:
-                        self.ready_since.pop(name, None)
-                    self._report(name, ready)
-                except KubeError:  # the next round tries again
-                    continue
+                ready = self._ready(index)
+                if ready:
+                    self.ready_since.setdefault(name, time.monotonic())
+                else:
+                    self.ready_since.pop(name, None)
+                self._report(name, ready)
+            except KubeError:  # the next round tries again
+                continue

@@ -3,21 +3,19 @@
 The simulated actors talk to the API the way client-go does — GET, LIST, WATCH with bookmarks, merge and
 strategic-merge patches with resourceVersion preconditions, the status and binding subresources — but they
 need none of the typed models, so this is plain urllib3 + orjson: one pooled connection manager per process,
-shared by all threads. ``Informer`` is a list+watch loop that keeps a local store and calls a handler for
-every change (the part of client-go's shared informer the simulators need).
+shared by all threads. Its list+watch loop with a local store is `sim.kit.informer`.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import logging
 import random
 import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,6 @@ from urllib.parse import urlencode
 import orjson
 import urllib3
 import yaml
-
-logger = logging.getLogger(__name__)
 
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
@@ -332,96 +328,6 @@ class Kube:
         finally:
             response.close()  # a watch connection is never reused
             response.release_conn()
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") or ""
-    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
-
-
-Handler = Callable[[str, Obj, Obj | None], None]
-
-
-class Informer:
-    """List, then watch from the list's version, keeping ``store`` (key -> latest object) up to date and
-    calling ``handler(type, obj, old)`` for ADDED, MODIFIED and DELETED; relists on 410 Expired (emitting
-    the differences), rewatches after a dropped connection with a short backoff. Runs in its own thread."""
-
-    def __init__(self, kube: Kube, path: str, handler: Handler, name: str, **params: Any) -> None:
-        self.kube = kube
-        self.path = path
-        self.params = params
-        self.handler = handler
-        self.store: dict[str, Obj] = {}
-        self.synced = threading.Event()
-        self.stop_event = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> Informer:
-        self._thread.start()
-        return self
-
-    def stop(self, wait: float = 5.0) -> None:
-        self.stop_event.set()
-        if self._thread.is_alive():
-            self._thread.join(wait)
-
-    def _emit(self, kind: str, obj: Obj) -> None:
-        key = object_key(obj)
-        old = self.store.get(key)
-        if kind == "DELETED":
-            self.store.pop(key, None)
-        else:
-            self.store[key] = obj
-            if old is None:
-                kind = "ADDED"
-        try:
-            self.handler(kind, obj, old)
-        except Exception:
-            logger.exception("informer %s: handler failed", self._thread.name)
-
-    def _relist(self) -> str:
-        version, items = self.kube.list(self.path, **self.params)
-        seen = set()
-        for item in items:
-            key = object_key(item)
-            seen.add(key)
-            old = self.store.get(key)
-            if old is None or old.get("metadata", {}).get("resourceVersion") != item["metadata"].get(
-                "resourceVersion"
-            ):
-                self._emit("MODIFIED" if old else "ADDED", item)
-        for key in [k for k in self.store if k not in seen]:
-            self._emit("DELETED", self.store[key])
-        self.synced.set()
-        return version
-
-    def _run(self) -> None:
-        version = ""
-        delay = 0.1
-        while not self.stop_event.is_set():
-            try:
-                if not version:
-                    version = self._relist()
-                for event in self.kube.watch(self.path, version, self.stop_event, **self.params):
-                    obj = event.get("object") or {}
-                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if event.get("type") != "BOOKMARK":
-                        self._emit(str(event.get("type")), obj)
-                    version = rv
-                delay = 0.1
-            except KubeError as exc:
-                if exc.status == 410:
-                    version = ""
-                    continue
-                if self.stop_event.is_set():
-                    return
-                logger.debug("informer %s: %s; retrying", self._thread.name, exc)
-                if exc.status != 0:
-                    version = ""
-                self.stop_event.wait(delay)
-                delay = min(delay * 2, 2.0)
 
 
 def atomic_write_json(path: str | Path, payload: Any) -> None:

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim.kit import podutil
-from sim.kit.kube import STRATEGIC, Informer, Kube, KubeError, pod_path
+from sim.kit.informer import Informer
+from sim.kit.kube import STRATEGIC, Kube, KubeError, pod_path
 from sim.kubescheduler.cache import SchedulerCache
 from sim.kubescheduler.extender import Extender, ExtenderError
 

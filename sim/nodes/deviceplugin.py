@@ -38,7 +38,8 @@ from app.core import codec, mig, nodelock
 from app.core.model import ContainerDevices
 from sim.emulator.deferred import Deferred
 from sim.kit import podutil
-from sim.kit.kube import STRATEGIC, Informer, Kube, KubeError, node_path, pod_path
+from sim.kit.informer import Informer
+from sim.kit.kube import STRATEGIC, Kube, KubeError, node_path, pod_path
 from sim.nodes.migplugin import MigError, MigInstances
 from sim.nodes.objects import GPU_RESOURCE, ClusterSpec, NodeSpec
 from sim.nodes.vendorplugins import PLUGINS, AllocateError, Plugin
