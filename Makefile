@@ -117,7 +117,7 @@ image: setup tools kube $(HADOLINT)
 
 # The real-control-plane end-to-end suites with our containers from the image (after `make image`): the
 # 13-vendor demo mix, sim up, the failover of both leader-election modes and the migration from HAMi.
-IMAGE_E2E := tests/sim/test_demo_mixed_e2e.py tests/real/test_real_leader_election.py tests/integration/test_migration.py
+IMAGE_E2E := tests/sim/scenarios/test_demo_mixed_e2e.py tests/real/test_real_leader_election.py tests/integration/test_migration.py
 image-e2e: setup tools kube
 	$(PY) -m pytest -m real --from-image $(IMAGE_REF) $(IMAGE_E2E)
 

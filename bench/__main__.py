@@ -48,9 +48,9 @@ from bench import arrival, procs, real, real_summary, summary
 from bench.e2e import run_size
 from bench.seed import Scenario
 from bench.startup import Options
-from sim.kube import KubeError, atomic_write_json
-from sim.realcluster import ExternalExtender
-from sim.stack import DemoFailure, Stack
+from sim.cluster.realcluster import ExternalExtender
+from sim.cluster.stack import DemoFailure, Stack
+from sim.kit.kube import KubeError, atomic_write_json
 
 GROWTH_SIZES = (500, 1000)
 QUICK = {"nodes": 1000, "pods": 300, "running_per_node": 4}

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from bench import summary
-from sim.kube import JSON, Kube, pool_manager
+from sim.kit.kube import JSON, Kube, pool_manager
 
 Obj = dict[str, Any]
 Counts = dict[str, float]

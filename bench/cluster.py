@@ -23,7 +23,7 @@ from app.state import snapshot
 from app.state.ledger import BOUND, CONFIRMED, Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
 from bench.seed import running_pod_shape
-from sim.workload import demo_pods
+from sim.workload.mix import demo_pods
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 # (model, MiB) per zone: an A100 zone, an H100 zone and an L40S zone

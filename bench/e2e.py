@@ -1,13 +1,13 @@
 """One end-to-end benchmark run at one cluster size, every actor a real process (stopped by PID at the end).
 
-Order: the API emulator (`python -m sim.apiserver`) → bulk seeding of the nodes and running pods → the
+Order: the API emulator (`python -m sim.emulator`) → bulk seeding of the nodes and running pods → the
 simulated kubelets + HAMi device plugin (`python -m sim nodes --no-register`, same seed) → the clock
 starts → the registration worker (`python -m workers`) and our service (Gunicorn, `HAMI_WORKERS`,
 `HAMI_LEADER_ELECT=false`, `HAMI_BENCH_NOOP=1`) → `/readyz` 200 with every node registered = start-up time →
 the webhook burst → the measured pods created through the API → the quiet no-op floor → the measured
 window (serial /filter with the no-op floor interleaved, concurrent /bind, the device plugin allocating and
 releasing locks) → settle (every bound pod Running) → the correctness check from the API alone
-(`sim.report.summarize`) → stop.
+(`sim.workload.report.summarize`) → stop.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from bench.seed import (
 )
 from bench.startup import Options, scrape, start_ours
 from config.settings import load_settings
-from sim import podutil
-from sim.actors import stats_of
-from sim.kube import Kube, pod_path
-from sim.nodes import node_object
-from sim.processes import wait_for_http
-from sim.report import summarize
-from sim.stack import PY, Stack, flags, wait_until
+from sim.cluster.actors import stats_of
+from sim.cluster.stack import PY, Stack, flags, wait_until
+from sim.kit import podutil
+from sim.kit.kube import Kube, pod_path
+from sim.kit.processes import wait_for_http
+from sim.nodes.objects import node_object
+from sim.workload.report import summarize
 
 Obj = dict[str, Any]
 
@@ -72,7 +72,7 @@ def run_size(scenario: Scenario, options: Options, stack: Stack, say: Callable[[
     began = time.perf_counter()
     stack.kubeconfig.unlink(missing_ok=True)
     emulator = stack.start(
-        "apiserver", [PY, "-m", "sim.apiserver", *flags(port=0, kubeconfig=stack.kubeconfig)]
+        "apiserver", [PY, "-m", "sim.emulator", *flags(port=0, kubeconfig=stack.kubeconfig)]
     )
     wait_until("the API emulator's kubeconfig", stack.kubeconfig.exists, 30, stack, 0.05)
     kube = stack.kube = Kube.from_kubeconfig(stack.kubeconfig, pool_size=16)

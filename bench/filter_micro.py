@@ -209,7 +209,7 @@ def _snapshot_costs(state_dir: Path, built: cluster.Cluster) -> dict[str, float]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from sim.apiserver import Emulator
+    from sim.emulator import Emulator
 
     vendors = build_vendors(None)
     begin = time.perf_counter()

@@ -24,9 +24,9 @@ from types import FrameType
 
 from sim.controlplane import chart
 from sim.controlplane.base import RELEASE_NAMESPACE
-from sim.kube import Kube, KubeError
-from sim.processes import ChildProcess, start_process
-from sim.testing import REPO_ROOT
+from sim.emulator.testing import REPO_ROOT
+from sim.kit.kube import Kube, KubeError
+from sim.kit.processes import ChildProcess, start_process
 
 PY = sys.executable
 POD_NAME = "hami-scheduler-outside"

@@ -35,13 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import apicounts, arrival, procs, real_after, real_external, real_summary, schedmetrics
-from sim import podutil
-from sim.controlplane import SchedulerSpec, chart
-from sim.controlplane.base import DEVICE_PLUGIN
-from sim.controlplane.real import RealControlPlane
-from sim.kube import Informer, Kube, KubeError, node_path, pod_path
-from sim.nodes import build_cluster, node_object
-from sim.realcluster import (
+from sim.cluster.realcluster import (
     ChartSetup,
     ExternalExtender,
     external_scheduler_config,
@@ -51,7 +45,14 @@ from sim.realcluster import (
     register_webhook,
     start_replica,
 )
-from sim.stack import PY, Stack, flags, wait_until
+from sim.cluster.stack import PY, Stack, flags, wait_until
+from sim.controlplane import SchedulerSpec, chart
+from sim.controlplane.base import DEVICE_PLUGIN
+from sim.controlplane.real import RealControlPlane
+from sim.kit import podutil
+from sim.kit.informer import Informer
+from sim.kit.kube import Kube, KubeError, node_path, pod_path
+from sim.nodes.objects import build_cluster, node_object
 
 Obj = dict[str, Any]
 NAMESPACE = "default"

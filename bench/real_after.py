@@ -10,10 +10,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sim import podutil
-from sim.kube import Kube, KubeError, pod_path
-from sim.report import summarize
-from sim.stack import Stack, wait_until
+from sim.cluster.stack import Stack, wait_until
+from sim.kit import podutil
+from sim.kit.kube import Kube, KubeError, pod_path
+from sim.workload.report import summarize
 
 Obj = dict[str, Any]
 

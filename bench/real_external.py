@@ -21,9 +21,9 @@ import os
 from collections.abc import Callable
 
 from bench import procs
-from sim.kube import pool_manager
-from sim.realcluster import ChartSetup, ExternalExtender, start_external
-from sim.stack import DemoFailure, Stack, wait_until
+from sim.cluster.realcluster import ChartSetup, ExternalExtender, start_external
+from sim.cluster.stack import DemoFailure, Stack, wait_until
+from sim.kit.kube import pool_manager
 
 PROCESS = "external"  # the name of what --external-start started, in the stack
 NOT_READY = (200, 503)  # /readyz answers that mean "this extender has readiness": wait for the 200

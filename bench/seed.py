@@ -1,15 +1,15 @@
 """What the end-to-end benchmark puts in the API emulator before anything of ours starts.
 
-- **Nodes**: `sim.nodes.build_cluster` + `node_object`, exactly what `python -m sim nodes` registers (HAMi's
-  `hami.io/node-nvidia-register`, allocatable split slots, zone/region labels in contiguous blocks), so the
-  simulated device plugin started later with `--no-register` and the same seed serves the same GPUs.
+- **Nodes**: `sim.nodes.objects.build_cluster` + `node_object`, exactly what `python -m sim nodes` registers
+  (HAMi's `hami.io/node-nvidia-register`, allocatable split slots, zone/region labels in contiguous blocks),
+  so the simulated device plugin started later with `--no-register` and the same seed serves the same GPUs.
 - **Running pods**: bound, Running pods in our scheduler's name with the annotations a completed HAMi
   allocation leaves (`hami.io/vgpu-node`, `hami.io/vgpu-devices-allocated`, an emptied
   `hami.io/vgpu-devices-to-allocate`, `hami.io/bind-phase: success`), packed onto random nodes without
   over-committing any device — the registration worker rebuilds its ledger from them, as after a restart.
-- **Pods to schedule**: the demo's mix (`sim.workload`) without its `unfit` kind — every measured pod can be
-  bound, so "every measured pod bound" is a correctness check — created through the API (not bulk) after our
-  webhook mutated them, so the scheduler stand-in sends exactly the objects kube-scheduler would see.
+- **Pods to schedule**: the demo's mix (`sim.workload.mix`) without its `unfit` kind — every measured pod can
+  be bound, so "every measured pod bound" is a correctness check — created through the API (not bulk) after
+  our webhook mutated them, so the scheduler stand-in sends exactly the objects kube-scheduler would see.
 
 Everything is seeded: one seed, one cluster. Bulk seeding uses the emulator's `POST /_sim/bulk` (storage
 level).
@@ -32,10 +32,10 @@ from app.core.model import ContainerDevice
 from app.core.nodelock import BIND_PHASE, BIND_TIME, PHASE_SUCCESS
 from app.core.vendor import Vendor
 from app.devices.nvidia import keys
-from sim import podutil
-from sim.nodes import ClusterSpec, build_cluster
-from sim.schedcache import NodeTree, zone_key
-from sim.workload import demo_pods
+from sim.kit import podutil
+from sim.kubescheduler.cache import NodeTree, zone_key
+from sim.nodes.objects import ClusterSpec, build_cluster
+from sim.workload.mix import demo_pods
 
 SCHEDULER_NAME = "hami-scheduler"
 RUNNING_NAMESPACES = ("default", "ml-team", "research", "batch")

@@ -26,8 +26,8 @@ import orjson
 
 from bench import summary
 from bench.seed import Scenario
-from sim.processes import wait_for_http
-from sim.stack import PY, DemoFailure, Stack, free_port, wait_until
+from sim.cluster.stack import PY, DemoFailure, Stack, free_port, wait_until
+from sim.kit.processes import wait_for_http
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """`python -m sim <command> ...`: the simulator's commands, one registry entry each.
 
 Add a command by adding a line to COMMANDS: `"name": ("module:ATTRIBUTE", "one-line help")`, where the
-attribute is a `sim.command.Command` (its `add_arguments(parser)` and `run(args) -> exit status`). Only the
-chosen command's module is imported. The API emulator keeps its own entry point, `python -m sim.apiserver`.
+attribute is a `sim.kit.command.Command` (its `add_arguments(parser)` and `run(args) -> exit status`). Only
+the chosen command's module is imported. The API emulator keeps its own entry point, `python -m sim.emulator`.
 """
 
 from __future__ import annotations
@@ -11,15 +11,21 @@ import argparse
 import importlib
 import sys
 
-from sim.command import Command
+from sim.kit.command import Command
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "chaos": ("sim.chaos:COMMAND", "the chaos storm: load, API faults, crashes and leader loss; a verdict"),
-    "demo": ("sim.demo:COMMAND", "the playground: emulator, worker, service, GPU nodes, kube-scheduler"),
-    "fuzz": ("sim.fuzz:COMMAND", "bad inputs and corrupt cluster state against the running service"),
-    "nodes": ("sim.actors:NODES", "simulated GPU nodes: kubelet + HAMi device plugin (Allocate)"),
-    "scheduler": ("sim.actors:SCHEDULER", "simulated kube-scheduler calling the extender"),
-    "up": ("sim.up:COMMAND", "the whole stack in the foreground (real or emulated control plane)"),
+    "chaos": (
+        "sim.chaos.run:COMMAND",
+        "the chaos storm: load, API faults, crashes and leader loss; a verdict",
+    ),
+    "demo": (
+        "sim.scenarios.demo:COMMAND",
+        "the playground: emulator, worker, service, GPU nodes, kube-scheduler",
+    ),
+    "fuzz": ("sim.fuzz.run:COMMAND", "bad inputs and corrupt cluster state against the running service"),
+    "nodes": ("sim.cluster.actors:NODES", "simulated GPU nodes: kubelet + HAMi device plugin (Allocate)"),
+    "scheduler": ("sim.cluster.actors:SCHEDULER", "simulated kube-scheduler calling the extender"),
+    "up": ("sim.scenarios.up:COMMAND", "the whole stack in the foreground (real or emulated control plane)"),
 }
 
 
@@ -28,7 +34,7 @@ def load(name: str) -> Command:
     module_name, _, attribute = target.partition(":")
     command = getattr(importlib.import_module(module_name), attribute)
     if not isinstance(command, Command):
-        raise TypeError(f"{target} is not a sim.command.Command")
+        raise TypeError(f"{target} is not a sim.kit.command.Command")
     return command
 
 

@@ -1,8 +1,8 @@
 """Options every suite shares.
 
 `--from-image IMAGE` (`make image` writes the reference to build/image.ref): the real-control-plane suites
-start our worker and both Gunicorn servers from that built image instead of the checkout (sim.image), and
-tests/image (the image's own checks) is collected; without it a plain `pytest` (`make test`) leaves
+start our worker and both Gunicorn servers from that built image instead of the checkout (sim.cluster.image),
+and tests/image (the image's own checks) is collected; without it a plain `pytest` (`make test`) leaves
 tests/image out: those checks need an image, and `make image` (which builds one) runs them. Named
 explicitly without the option, they fail saying so.
 """

@@ -1,5 +1,7 @@
 """One harness, two control planes: the API emulator (`emulated`) or etcd + kube-apiserver + kube-scheduler
 built from Go modules (`real`). See `base` for the interface the scenarios use and docs/real-control-plane.md.
+
+Imports: sim.emulator (its TLS and kubeconfig writers) and sim.kit; never the cluster, actors or scenarios.
 """
 
 from __future__ import annotations

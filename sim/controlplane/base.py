@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sim.processes import ChildProcess
+from sim.kit.processes import ChildProcess
 
 RELEASE_NAMESPACE = "hami-system"
 SERVICE_ACCOUNT = "hami-scheduler"

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from sim.controlplane.base import DEVICE_PLUGIN, RELEASE_NAMESPACE
-from sim.kube import Kube, KubeError
+from sim.kit.kube import Kube, KubeError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "helm" / "hami-scheduler"

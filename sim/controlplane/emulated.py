@@ -1,4 +1,4 @@
-"""The API emulator as a control plane: `python -m sim.apiserver` and the simulated kube-scheduler.
+"""The API emulator as a control plane: `python -m sim.emulator` and the simulated kube-scheduler.
 
 The fast path of `make demo` and most tests. It authorizes every request (so `kubeconfig_for` hands out
 the admin kubeconfig), does not call admission webhooks (the harness calls our `/webhook` itself before a
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.controlplane.base import DEFAULT_SCHEDULER, SchedulerSpec, User
-from sim.processes import ChildProcess, ProcessSet, wait_for_http
+from sim.kit.processes import ChildProcess, ProcessSet, wait_for_http
 
 PY = sys.executable
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ class EmulatedControlPlane:
         self._start_emulator()
 
     def _start_emulator(self) -> None:
-        argv = [PY, "-m", "sim.apiserver", "--port", "0", "--kubeconfig", str(self.kubeconfig)]
+        argv = [PY, "-m", "sim.emulator", "--port", "0", "--kubeconfig", str(self.kubeconfig)]
         process = self.children.start("apiserver", [*argv, *self.emulator_args])
         deadline = time.monotonic() + 30
         while not self.kubeconfig.exists():
@@ -69,7 +69,7 @@ class EmulatedControlPlane:
             if time.monotonic() > deadline:
                 raise RuntimeError("the API emulator wrote no kubeconfig within 30s")
             time.sleep(0.05)
-        from sim.kube import load_kubeconfig
+        from sim.kit.kube import load_kubeconfig
 
         self.url = load_kubeconfig(self.kubeconfig).server
         wait_for_http(f"{self.url}/version", timeout=30, process=process)
@@ -90,7 +90,7 @@ class EmulatedControlPlane:
         self.children.start(name, self._schedulers[name])
 
     def versions(self) -> dict[str, str]:
-        return {"emulator": "sim.apiserver"}
+        return {"emulator": "sim.emulator"}
 
     def rejections_are_final(self) -> bool:
         return True

@@ -32,11 +32,11 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from sim.apiserver import kubeconfig as kubeconfig_file
-from sim.apiserver import tls
 from sim.controlplane import binaries
 from sim.controlplane.base import ADMIN, DEVICE_PLUGIN, EXTENDER, KUBE_SCHEDULER, SchedulerSpec, User
-from sim.processes import ChildProcess, ProcessSet
+from sim.emulator import kubeconfig as kubeconfig_file
+from sim.emulator import tls
+from sim.kit.processes import ChildProcess, ProcessSet
 
 SERVICE_CIDR = "10.0.0.0/24"
 SCHEDULER_PREFIX = "kube-scheduler"

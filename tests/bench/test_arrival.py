@@ -12,7 +12,7 @@ import pytest
 
 from bench import arrival, real_summary
 from bench.__main__ import parse, real_options
-from sim.kube import KubeError
+from sim.kit.kube import KubeError
 
 Obj = dict[str, Any]
 

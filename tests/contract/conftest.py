@@ -9,7 +9,7 @@ Fixtures:
   bookmarks, so bookmarks happen within a test's time on both.
 - `expiring_plane` (module scope, both): watches expire within seconds — the emulator's 50-event window;
   kube-apiserver without its watch cache, compacting etcd every second.
-- `api`: an admin `sim.kube.Kube` client; `ns`: a fresh namespace per test.
+- `api`: an admin `sim.kit.kube.Kube` client; `ns`: a fresh namespace per test.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from sim.controlplane import ControlPlane, binaries
 from sim.controlplane.emulated import EmulatedControlPlane
 from sim.controlplane.real import RealControlPlane
-from sim.kube import Kube
+from sim.kit.kube import Kube
 
 _names = itertools.count()
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sim.controlplane import ControlPlane
-from sim.kube import Kube, KubeError
+from sim.kit.kube import Kube, KubeError
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sim.kube import Kube
+from sim.kit.kube import Kube
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sim.controlplane import ControlPlane
-from sim.kube import JSON_PATCH, MERGE, STRATEGIC, Kube
+from sim.kit.kube import JSON_PATCH, MERGE, STRATEGIC, Kube
 
 pytestmark = pytest.mark.integration
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"

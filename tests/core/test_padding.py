@@ -6,7 +6,7 @@ the pod asks nothing of still gets its allocation list — one `;` per container
 lists, and never the keys a device plugin uses to find or configure its pods (Enflame DRS's
 `enflame.com/gcu-assigned`, Cambricon's `CAMBRICON_DSMLU_*`, Kunlun's `BAIDU_COM_DEVICE_IDX`, ...): on a
 pod without such devices those would make that plugin take the pod for its own. Nodes are the demo's
-mixes (sim.nodes with sim.vendors parts), decoded and decided by the core as the filter does.
+mixes (sim.nodes.objects with sim.nodes.vendors parts), decoded and decided by the core as the filter does.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import pytest
 
 from app.core.decision import Policies, allocation_annotations, decide, pod_context
 from app.core.inventory import decode_node
-from sim.nodes import build_cluster, node_object
-from sim.report import VENDORS
+from sim.nodes.objects import build_cluster, node_object
+from sim.workload.report import VENDORS
 
 
 @dataclass(frozen=True)
 class Case:
     id: str
-    kinds: tuple[str, ...]  # the node's parts (sim.vendors; "nvidia" adds NVIDIA GPUs)
+    kinds: tuple[str, ...]  # the node's parts (sim.nodes.vendors; "nvidia" adds NVIDIA GPUs)
     containers: tuple[dict[str, str], ...]  # each container's limits, in order (init containers first)
     padded: dict[str, str]  # the other vendors' lists, exactly
     absent: tuple[str, ...] = ()  # plugin keys the padding must not write

@@ -1,7 +1,7 @@
 """The built image itself (`make image` runs these with `--from-image IMAGE`): it runs as the numeric user the
 chart sets, carries no compiler and no pip, has exactly the locked runtime versions installed, and its
 console script answers. That every chart command starts from it, serving the chart's routes with the chart's
-environment, read-only root and volumes, is tests/real/test_sim_up.py with --from-image (sim.image).
+environment, read-only root and volumes, is tests/real/test_sim_up.py with --from-image (sim.cluster.image).
 """
 
 from __future__ import annotations

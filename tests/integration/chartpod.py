@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from sim.processes import ChildProcess, start_process
+from sim.kit.processes import ChildProcess, start_process
 
 REPO = Path(__file__).resolve().parents[2]
 HELM = Path(os.environ.get("HELM") or REPO / ".tools" / "bin" / "helm")

@@ -1,7 +1,7 @@
 """Shared fixtures for multi-process integration tests: the API emulator, the Gunicorn service, and a
 stand-in for the registration worker.
 
-Everything runs as it does in production: the emulator (`python -m sim.apiserver`) and the service
+Everything runs as it does in production: the emulator (`python -m sim.emulator`) and the service
 (`gunicorn -c config/gunicorn.conf.py wsgi:app`) are separate processes reached over real HTTP, and the
 test side talks to the emulator through the real `kubernetes` client (never a mock). Every process a
 fixture starts is stopped by its PID in the fixture's teardown, also when the test fails; a failing test
@@ -79,8 +79,8 @@ from app.state import snapshot
 from app.state.ledger import Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
 from app.state.status import ReplicaStatus
-from sim.processes import ChildProcess, start_process
-from sim.testing import EmulatorHandle, EmulatorOptions, run_emulator
+from sim.emulator.testing import EmulatorHandle, EmulatorOptions, run_emulator
+from sim.kit.processes import ChildProcess, start_process
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -130,7 +130,7 @@ def _children(pid: int) -> list[int]:
 
 
 class ManagedProcess:
-    """A subprocess started by a fixture (`sim.processes`: own process group, output in a log file);
+    """A subprocess started by a fixture (`sim.kit.processes`: own process group, output in a log file);
     `stop()` ends it by PID — SIGTERM, so Gunicorn's master stops its workers gracefully — escalating to
     SIGKILL of the child's own process group, so a killed master never orphans its workers."""
 
@@ -186,8 +186,8 @@ def pid_gone(pid: int) -> bool:
 
 
 class EmulatorProcess:
-    """The emulator as a child process (`sim.testing.run_emulator`, process mode) and its `/_sim/` test
-    hooks (they bypass fault injection and the request log)."""
+    """The emulator as a child process (`sim.emulator.testing.run_emulator`, process mode) and its `/_sim/`
+    test hooks (they bypass fault injection and the request log)."""
 
     def __init__(self, handle: EmulatorHandle) -> None:
         self.handle = handle
@@ -218,7 +218,7 @@ class EmulatorProcess:
         """Empty store (default namespaces kept), no faults, no request log."""
         self.handle.reset()
 
-    # faults (see sim/apiserver/faults.py for the rule fields) and the request log
+    # faults (see sim/emulator/faults.py for the rule fields) and the request log
     def add_fault(self, **rule: Any) -> int:
         return self.handle.add_fault(**rule)
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sim.kube import Kube, KubeError, node_path, pod_path
-from sim.nodes import CATALOG, ClusterSpec, build_cluster, register_nodes
+from sim.kit.kube import Kube, KubeError, node_path, pod_path
+from sim.nodes.objects import CATALOG, ClusterSpec, build_cluster, register_nodes
 
 OURS = "hami-scheduler"  # HAMi's default name, kept by the migration
 OLD = "hami-vgpu"  # a name a HAMi scheduler ran under before: adopted, served by nobody now

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
+from sim.cluster.stack import free_port, pid_alive
 from sim.controlplane import binaries
-from sim.processes import start_process
-from sim.stack import free_port, pid_alive
-from sim.testing import REPO_ROOT
+from sim.emulator.testing import REPO_ROOT
+from sim.kit.processes import start_process
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ import pytest
 from test_vendor_mixed_cluster import pod, start_with_sections
 
 from app.core.nodelock import parse_lock
-from sim.deviceplugin import Kubelets, PluginConfig
-from sim.kube import Kube
-from sim.nodes import ClusterSpec, build_cluster
-from sim.vendors import parse_vendors
+from sim.kit.kube import Kube
+from sim.nodes.deviceplugin import Kubelets, PluginConfig
+from sim.nodes.objects import ClusterSpec, build_cluster
+from sim.nodes.vendors import parse_vendors
 
 pytestmark = pytest.mark.integration
 

@@ -3,16 +3,16 @@ faults, one leader SIGKILLed, pods deleted and recreated under the same name, an
 on the workers (issue 11): the leader's pod and node watches held 45 s while pods keep arriving (2 per
 second), its pod watch ended with 410 and the relist held 45 s, the standby's node relist held, then both
 workers restarted — and 150 forged /filter and
-/bind calls (sim.forger) meanwhile. The replicas run as the chart runs them: the verbs on their own server
-behind kube-scheduler's client certificate. Every actor is a real process; the verdict comes from the API
-alone.
+/bind calls (sim.chaos.forger) meanwhile. The replicas run as the chart runs them: the verbs on their own
+server behind kube-scheduler's client certificate. Every actor is a real process; the verdict comes from the
+API alone.
 
 The cluster is mixed (issue 19): every node has NVIDIA GPUs and one other vendor's devices — AWS Neuron,
 Kunlunxin XPUs, Metax sGPUs, Cambricon MLUs, Kunlunxin vXPUs, Enflame GCUs — and their pods join the mix;
-and once the leader's worker is stalled with its clock stepped back 20 s (sim.twoleaders), so that two
+and once the leader's worker is stalled with its clock stepped back 20 s (sim.chaos.twoleaders), so that two
 replicas decide at once, each on its own ledger, for about 15 s. The oversubscription verdict judges every
-device by its vendor's rules (sim.devicerules: a NeuronCore in two pods' masks, a whole card held twice,
-two vXPU sizes on one XPU, ...).
+device by its vendor's rules (sim.workload.devicerules: a NeuronCore in two pods' masks, a whole card held
+twice, two vXPU sizes on one XPU, ...).
 
 Asserts the same zeros as `make chaos`, that every long fault hit its worker, that every kind of
 forgery was sent and refused as it should be and none was accepted, that the two leaders both decided,
@@ -29,10 +29,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sim.forger import KINDS
-from sim.processes import start_process
-from sim.stack import pid_alive
-from sim.testing import REPO_ROOT
+from sim.chaos.forger import KINDS
+from sim.cluster.stack import pid_alive
+from sim.emulator.testing import REPO_ROOT
+from sim.kit.processes import start_process
 
 pytestmark = pytest.mark.integration
 DEADLINE = 420.0
@@ -116,7 +116,7 @@ def test_short_chaos_storm_loses_nothing(tmp_path: Path) -> None:
         bound_by_vendor
     )
     # two leaders at once: the stalled one kept deciding while the new one did (a fault whose window did not
-    # come about is tried again while pods arrive: sim.twoleaders)
+    # come about is tried again while pods arrive: sim.chaos.twoleaders)
     two = report["two_leader_faults"]
     assert report["two_leader_windows_decided"] >= 1 and report["two_leader_seconds"] > 0, two
     assert all(t["old_leader"] != t["new_leader"] for t in two if t["new_leader"]), two

@@ -4,7 +4,7 @@ Two replicas — real Gunicorn services with real registration workers — run a
 Deployment on two nodes of the API emulator: their Pod objects carry the chart's pod labels, the chart's
 rendered PodDisruptionBudget (minAvailable 1, unhealthyPodEvictionPolicy AlwaysAllow) selects them, and a
 small kubelet stand-in here sets each pod's Ready condition from the replica's /readyz and sends SIGTERM
-when the pod is deleted. `sim.disruption.DisruptionController` computes the budget's status the way
+when the pod is deleted. `sim.cluster.disruption.DisruptionController` computes the budget's status the way
 kube-controller-manager's disruption controller does (the emulator, like the real API server, only reads
 it). The real `kubectl drain` then cordons the leader's node and evicts through the eviction API, retrying
 refusals every 5 s.
@@ -33,8 +33,8 @@ import yaml
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
 
-from sim.disruption import DisruptionController
-from sim.kube import Kube
+from sim.cluster.disruption import DisruptionController
+from sim.kit.kube import Kube
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubectl]
 

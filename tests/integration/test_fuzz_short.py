@@ -2,7 +2,7 @@
 
 The command starts its own emulator, simulated nodes, registration worker and Gunicorn (2 workers), plants
 corrupt nodes, pods, locks and quotas, sends 500 seeded bad inputs interleaved with valid filter/bind
-flows, then 5 rounds of the hostile verbs (sim.fuzzhostile: bodies naming bound, pending and foreign
+flows, then 5 rounds of the hostile verbs (sim.fuzz.hostile: bodies naming bound, pending and foreign
 pods with missing or wrong UIDs, bodies over the per-route caps: each refused, saying why, with nothing
 changed and the workers' peak memory grown by at most 8 MiB), and stops every child by PID. It runs here
 as a child process in its own process group, stopped by PID (SIGTERM makes it stop its children first) if
@@ -18,8 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sim.fuzzhostile import KINDS as HOSTILE_KINDS
-from sim.processes import start_process
+from sim.fuzz.hostile import KINDS as HOSTILE_KINDS
+from sim.kit.processes import start_process
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ and allocated by the simulated device plugin, one pod filtered but not bound yet
 finished. `inspect` reads (1) the live API through the kubeconfig, (2) a dump written by the real
 `kubectl get nodes,pods,resourcequotas -A -o json`, (3) the replica's /debug/state. Each must show per
 device exactly the memory, cores and slots — and the pods — that the `hami.io/vgpu-devices-allocated`
-annotations add up to (`sim.inspection`, parsed independently of the scheduler's codec). The real
+annotations add up to (`sim.workload.inspection`, parsed independently of the scheduler's codec). The real
 control plane's twin is tests/real/test_real_inspect.py.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sim.inspection import expected_usage, inspected, kubectl_dump
+from sim.workload.inspection import expected_usage, inspected, kubectl_dump
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubectl]
 

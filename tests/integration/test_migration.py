@@ -38,18 +38,18 @@ import pytest
 
 from app.devices import build_vendors
 from app.state.ledger import Ledger
-from sim.controlplane import SchedulerSpec, binaries, chart
-from sim.controlplane.base import DEVICE_PLUGIN, RELEASE_NAMESPACE
-from sim.harness import create_pod
-from sim.kube import Kube, node_path
-from sim.realcluster import (
+from sim.cluster.harness import create_pod
+from sim.cluster.realcluster import (
     install_chart,
     pod_name,
     register_webhook,
     start_kube_scheduler,
     start_replica,
 )
-from sim.stack import Stack, start_nodes
+from sim.cluster.stack import Stack, start_nodes
+from sim.controlplane import SchedulerSpec, binaries, chart
+from sim.controlplane.base import DEVICE_PLUGIN, RELEASE_NAMESPACE
+from sim.kit.kube import Kube, node_path
 from workers.reconcile import Rules, compare, rebuild
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.core.model import DeviceUse
 from app.state.ledger import BOUND, Entry
-from sim.processes import ChildProcess, start_process
+from sim.kit.processes import ChildProcess, start_process
 
 pytestmark = pytest.mark.integration
 

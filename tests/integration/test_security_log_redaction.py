@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sim.apiserver import tls
-from sim.testing import EmulatorHandle, EmulatorOptions, run_emulator
+from sim.emulator import tls
+from sim.emulator.testing import EmulatorHandle, EmulatorOptions, run_emulator
 
 pytestmark = pytest.mark.integration
 

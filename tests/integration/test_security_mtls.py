@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from sim.pki import Issued, issue
-from sim.processes import ChildProcess, start_process, wait_for_http
-from sim.stack import group_members
+from sim.cluster.pki import Issued, issue
+from sim.cluster.stack import group_members
+from sim.kit.processes import ChildProcess, start_process, wait_for_http
 
 pytestmark = pytest.mark.integration
 

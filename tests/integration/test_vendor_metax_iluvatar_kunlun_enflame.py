@@ -1,11 +1,11 @@
 """Metax (GPU, sGPU), Iluvatar, Kunlunxin (XPU, vXPU) and Enflame (GCU, DRS) through real processes (the API
-emulator, Gunicorn, the registration worker), on nodes as their device plugins publish them (sim.vendors):
-Metax GPUs, Kunlunxin XPUs and Enflame GCUs derived from capacity, Metax sGPUs from Metax's device list,
-Iluvatar and Kunlunxin vXPUs from HAMi register annotations, Enflame DRS from its capacity annotation. Pods of
-each vendor, and pods asking two of them at once, are filtered, bound and allocated by the simulated device
-plugins (HAMi's lock-and-to-allocate protocol; Kunlunxin's XPU plugin reading `BAIDU_COM_DEVICE_IDX`;
-Enflame's DRS plugin flipping `enflame.com/gcu-assigned`); then no device is oversubscribed, no node lock is
-left, and a ledger rebuilt from the pods equals the live one.
+emulator, Gunicorn, the registration worker), on nodes as their device plugins publish them
+(sim.nodes.vendors): Metax GPUs, Kunlunxin XPUs and Enflame GCUs derived from capacity, Metax sGPUs from
+Metax's device list, Iluvatar and Kunlunxin vXPUs from HAMi register annotations, Enflame DRS from its
+capacity annotation. Pods of each vendor, and pods asking two of them at once, are filtered, bound and
+allocated by the simulated device plugins (HAMi's lock-and-to-allocate protocol; Kunlunxin's XPU plugin
+reading `BAIDU_COM_DEVICE_IDX`; Enflame's DRS plugin flipping `enflame.com/gcu-assigned`); then no device is
+oversubscribed, no node lock is left, and a ledger rebuilt from the pods equals the live one.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from test_vendor_mixed_cluster import (
 )
 
 from app.devices import build_vendors
-from sim.nodes import ClusterSpec, build_cluster
-from sim.report import summarize
-from sim.vendors import TWO_BACKEND_SECTIONS, parse_vendors
+from sim.nodes.objects import ClusterSpec, build_cluster
+from sim.nodes.vendors import TWO_BACKEND_SECTIONS, parse_vendors
+from sim.workload.report import summarize
 
 pytestmark = pytest.mark.integration
 __all__ = ["kubelets"]  # the mixed-cluster module's fixture: the simulated kubelets of `spec`

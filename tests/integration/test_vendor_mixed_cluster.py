@@ -1,6 +1,6 @@
 """A mixed cluster through real processes (the API emulator, Gunicorn, the registration worker): NVIDIA,
 Huawei Ascend (910B3 and 910C), Hygon, Cambricon and Moore Threads nodes as their device plugins publish
-them (sim.vendors). Pods of every vendor, and pods asking two vendors at once, are filtered, bound and
+them (sim.nodes.vendors). Pods of every vendor, and pods asking two vendors at once, are filtered, bound and
 allocated by the simulated device plugins; then no device of any vendor is oversubscribed, no node lock
 is left, and a ledger rebuilt from the pods equals the live one.
 
@@ -21,11 +21,11 @@ import yaml
 
 from app.core.nodelock import format_lock
 from app.devices import build_vendors
-from sim.deviceplugin import Kubelets, PluginConfig
-from sim.kube import Kube, node_path
-from sim.nodes import ClusterSpec, build_cluster, node_object
-from sim.report import summarize
-from sim.vendors import parse_vendors
+from sim.kit.kube import Kube, node_path
+from sim.nodes.deviceplugin import Kubelets, PluginConfig
+from sim.nodes.objects import ClusterSpec, build_cluster, node_object
+from sim.nodes.vendors import parse_vendors
+from sim.workload.report import summarize
 from workers.reconcile import Rules, compare, rebuild
 
 pytestmark = pytest.mark.integration

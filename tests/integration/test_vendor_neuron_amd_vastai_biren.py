@@ -1,10 +1,10 @@
 """AWS Neuron, AMD, Vastai and Biren through real processes (the API emulator, Gunicorn, the registration
-worker), on nodes as their device plugins publish them (sim.vendors): Neuron devices derived from capacity
-and the instance-type label, AMD/Vastai/Biren from their register annotations (Vastai in die mode). Pods of
-each vendor, and pods asking two of them at once, are filtered, bound and allocated by the simulated device
-plugins (HAMi's lock-and-to-allocate protocol for AMD, Vastai and Biren; the Neuron scheduler extension's
-`AWS_NEURON_IDS`/`NEURON_ALLOCATED` for Neuron); then no device is oversubscribed, no Neuron core is given
-twice, no node lock is left, and a ledger rebuilt from the pods equals the live one.
+worker), on nodes as their device plugins publish them (sim.nodes.vendors): Neuron devices derived from
+capacity and the instance-type label, AMD/Vastai/Biren from their register annotations (Vastai in die mode).
+Pods of each vendor, and pods asking two of them at once, are filtered, bound and allocated by the simulated
+device plugins (HAMi's lock-and-to-allocate protocol for AMD, Vastai and Biren; the Neuron scheduler
+extension's `AWS_NEURON_IDS`/`NEURON_ALLOCATED` for Neuron); then no device is oversubscribed, no Neuron core
+is given twice, no node lock is left, and a ledger rebuilt from the pods equals the live one.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from test_vendor_mixed_cluster import (
 )
 
 from app.devices import build_vendors
-from sim.nodes import ClusterSpec, build_cluster
-from sim.report import summarize
-from sim.vendors import parse_vendors
+from sim.nodes.objects import ClusterSpec, build_cluster
+from sim.nodes.vendors import parse_vendors
+from sim.workload.report import summarize
 
 pytestmark = pytest.mark.integration
 __all__ = ["kubelets"]  # the mixed-cluster module's fixture: the simulated kubelets of `spec`

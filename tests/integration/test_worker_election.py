@@ -27,7 +27,7 @@ from app.core.model import DeviceUse
 from app.k8s.client import Kube, connect
 from app.state.ledger import BOUND, Entry, Ledger
 from app.state.status import ReplicaStatus
-from sim.processes import ChildProcess, start_process
+from sim.kit.processes import ChildProcess, start_process
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from app.state import snapshot
 from app.state.ledger import Ledger
 from app.state.snapshot import Snapshot, SnapshotError
 from app.state.status import ReplicaStatus
-from sim.processes import ChildProcess, start_process
+from sim.kit.processes import ChildProcess, start_process
 
 pytestmark = pytest.mark.integration
 

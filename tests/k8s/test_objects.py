@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 from app.k8s import objects
 from app.k8s.client import Kube, connect, user_agent
 from app.k8s.errors import ApiError
-from sim.testing import EmulatorHandle, node, pod, run_emulator
+from sim.emulator.testing import EmulatorHandle, node, pod, run_emulator
 
 
 @pytest.fixture

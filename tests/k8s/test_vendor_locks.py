@@ -24,7 +24,7 @@ from app.devices.nvidia import Nvidia
 from app.k8s import objects
 from app.k8s.client import Kube, connect
 from app.k8s.nodelock import Held, LockContention, lock_all, release_all
-from sim.testing import EmulatorHandle, node, pod, run_emulator
+from sim.emulator.testing import EmulatorHandle, node, pod, run_emulator
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 EXPIRE = timedelta(minutes=5)

@@ -28,7 +28,7 @@ from app.k8s import objects
 from app.k8s.client import Kube, connect
 from app.k8s.errors import ApiError
 from app.k8s.nodelock import Backoff, Held, LockContention, NodeUnreadable, lock_all, release_all
-from sim.testing import EmulatorHandle, node, pod, run_emulator
+from sim.emulator.testing import EmulatorHandle, node, pod, run_emulator
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 EXPIRE = timedelta(minutes=5)

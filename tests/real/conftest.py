@@ -3,14 +3,14 @@ by `make kube`; `make test` builds them first).
 
 - `real_binaries` (session): the built binaries; a test fails (never skips) with "run `make kube`" when they
   are missing, so CI cannot pass without running them.
-- `real_cluster` (module): a whole stack on the real control plane (`sim.harness.running_cluster`): 4 nodes
-  x 8 GPUs, the first A100 node in MIG mode, one replica of our worker + Gunicorn configured from the chart,
-  the chart's webhook and the real kube-scheduler. Yields the `sim.stack.Stack` (`.kube` admin client,
-  `.control_plane`, `.service_url`, `.http` trusting the chart's CA). Every process is stopped when the
-  module's tests are done, also on failure.
+- `real_cluster` (module): a whole stack on the real control plane (`sim.cluster.harness.running_cluster`): 4
+  nodes x 8 GPUs, the first A100 node in MIG mode, one replica of our worker + Gunicorn configured from the
+  chart, the chart's webhook and the real kube-scheduler. Yields the `sim.cluster.stack.Stack` (`.kube` admin
+  client, `.control_plane`, `.service_url`, `.http` trusting the chart's CA). Every process is stopped when
+  the module's tests are done, also on failure.
 
-Other suites that want the real control plane use `sim.harness.running_cluster(workdir, "real", options)`
-directly (see docs/real-control-plane.md).
+Other suites that want the real control plane use `sim.cluster.harness.running_cluster(workdir, "real",
+options)` directly (see docs/real-control-plane.md).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.stack import Stack
 from sim.controlplane import binaries
-from sim.harness import ClusterOptions, running_cluster
-from sim.stack import Stack
 
 
 @pytest.fixture(scope="session")

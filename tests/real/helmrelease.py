@@ -19,8 +19,8 @@ import yaml
 
 from sim.controlplane import chart
 from sim.controlplane.real import RealControlPlane
-from sim.kube import Kube
-from sim.testing import REPO_ROOT
+from sim.emulator.testing import REPO_ROOT
+from sim.kit.kube import Kube
 
 RELEASE, NAMESPACE = chart.RELEASE, "hami-system"
 INSTANCE = f"app.kubernetes.io/instance={RELEASE}"

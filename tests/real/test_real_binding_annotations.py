@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from sim.cluster.harness import ClusterOptions, running_cluster
 from sim.controlplane.base import EXTENDER
-from sim.harness import ClusterOptions, running_cluster
-from sim.kube import Kube, KubeError, pod_path
+from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 FORGED = {"hami.io/vgpu-devices-allocated": "GPU-forged,NVIDIA,80000,100:;", "hami.io/vgpu-node": "x"}

@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sim.processes import start_process
-from sim.stack import pid_alive
-from sim.testing import REPO_ROOT
+from sim.cluster.stack import pid_alive
+from sim.emulator.testing import REPO_ROOT
+from sim.kit.processes import start_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 DEADLINE = 600.0
@@ -61,5 +61,5 @@ def test_short_chaos_run_on_the_real_control_plane_loses_nothing(
     assert unfit == {"unschedulable": unfit["unschedulable"]}
     assert report["children_left"] == []
     # kube-scheduler exits when an API server restart outlasts its renewDeadline; the storm's kubelet
-    # restarts it (sim.chaosreal.Disruptor) and nothing else is ever restarted behind the verdict's back
+    # restarts it (sim.chaos.real.Disruptor) and nothing else is ever restarted behind the verdict's back
     assert all(r["process"].startswith("scheduler") for r in report["container_restarts"])

@@ -2,7 +2,7 @@
 
 Two replicas as the chart deploys them (worker + Gunicorn + the real kube-scheduler each, the chart's
 leader-election settings shortened to 4 s / 3 s / 1 s), run as the pods of the chart's Deployment on two
-nodes (`sim.replicapods`: Ready from /readyz, SIGTERM to every container when the pod is evicted, the
+nodes (`sim.cluster.replicapods`: Ready from /readyz, SIGTERM to every container when the pod is evicted, the
 budget's status computed as the disruption controller does — the test control plane runs no
 kube-controller-manager). The real kube-apiserver's eviction API enforces the chart's PodDisruptionBudget
 and the real `kubectl drain` cordons the leader's node and evicts, retrying refusals every 5 s.
@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 
-from sim import podutil
+from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.cluster.realcluster import pod_name, ready_replicas
+from sim.cluster.replicapods import PODS, ReplicaPods
 from sim.controlplane.base import RELEASE_NAMESPACE
-from sim.harness import ClusterOptions, create_pod, running_cluster
-from sim.kube import KubeError
-from sim.realcluster import pod_name, ready_replicas
-from sim.replicapods import PODS, ReplicaPods
-from sim.testing import wait_for
+from sim.emulator.testing import wait_for
+from sim.kit import podutil
+from sim.kit.kube import KubeError
 
 pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.kubectl]
 KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"

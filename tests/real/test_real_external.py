@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sim import podutil
-from sim.harness import ClusterOptions, running_cluster
-from sim.kube import pod_path
-from sim.realcluster import ExternalExtender
+from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.realcluster import ExternalExtender
+from sim.kit import podutil
+from sim.kit.kube import pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 

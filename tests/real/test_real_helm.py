@@ -44,12 +44,12 @@ from helmrelease import (
     secret_data,
 )
 
-from sim.apiserver import kubeconfig as kubeconfig_file
 from sim.controlplane import binaries, chart
 from sim.controlplane.real import RealControlPlane
-from sim.kube import Kube, KubeError
-from sim.processes import start_process
-from sim.testing import REPO_ROOT
+from sim.emulator import kubeconfig as kubeconfig_file
+from sim.emulator.testing import REPO_ROOT
+from sim.kit.kube import Kube, KubeError
+from sim.kit.processes import start_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 

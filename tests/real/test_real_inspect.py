@@ -5,7 +5,7 @@ allocated by the simulated device plugin. `inspect` then reads (1) the live kube
 kubeconfig, (2) a dump written by the real `kubectl get nodes,pods,resourcequotas -A -o json`, (3) the
 replica's /debug/state over HTTPS (the extender listener, kube-scheduler's client certificate); each must
 show per device exactly the memory, cores and slots — and the pods — that the
-`hami.io/vgpu-devices-allocated` annotations add up to (`sim.inspection`, parsed independently of the
+`hami.io/vgpu-devices-allocated` annotations add up to (`sim.workload.inspection`, parsed independently of the
 scheduler's codec). The emulator twin is tests/integration/test_inspect_sources.py.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from sim import podutil
-from sim.harness import ClusterOptions, create_pod, running_cluster
-from sim.inspection import KUBECTL, expected_usage, inspected, kubectl_dump
-from sim.testing import wait_for
+from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.emulator.testing import wait_for
+from sim.kit import podutil
+from sim.workload.inspection import KUBECTL, expected_usage, inspected, kubectl_dump
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 PODS = {"one": (1, 3000, 20), "two": (2, 8000, 0), "three": (1, 12000, 50)}  # gpus, MiB, cores

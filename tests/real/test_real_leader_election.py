@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from sim import podutil
-from sim.harness import ClusterOptions, create_pod, running_cluster
-from sim.kube import Kube
-from sim.realcluster import kill_replica, pod_name, ready_replicas
-from sim.report import summarize
-from sim.stack import Stack
+from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.cluster.realcluster import kill_replica, pod_name, ready_replicas
+from sim.cluster.stack import Stack
+from sim.kit import podutil
+from sim.kit.kube import Kube
+from sim.workload.report import summarize
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/hami-system/leases"

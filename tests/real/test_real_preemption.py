@@ -24,9 +24,9 @@ import orjson
 import pytest
 
 from app.core.codec import decode_pod_single_device
-from sim.harness import ClusterOptions, running_cluster
-from sim.kube import Kube, pod_path, pool_manager
-from sim.stack import Stack
+from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.stack import Stack
+from sim.kit.kube import Kube, pod_path, pool_manager
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from sim.cluster.stack import Stack
 from sim.controlplane.base import EXTENDER
-from sim.kube import Kube, KubeError, pod_path
-from sim.stack import Stack
+from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"

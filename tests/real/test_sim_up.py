@@ -15,11 +15,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sim import podutil
-from sim.kube import Kube, pod_path
-from sim.processes import start_process
-from sim.stack import group_members, pid_alive
-from sim.testing import REPO_ROOT
+from sim.cluster.stack import group_members, pid_alive
+from sim.emulator.testing import REPO_ROOT
+from sim.kit import podutil
+from sim.kit.kube import Kube, pod_path
+from sim.kit.processes import start_process
 
 pytestmark = pytest.mark.integration
 CHART_UID = 10001  # values.yaml podSecurityContext.runAsUser (tests/image checks the image runs as it)

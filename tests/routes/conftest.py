@@ -1,8 +1,8 @@
 """A Flask test client for the HTTP layer: the real app from `create_app(settings, context)`.
 
 The context is the production one (`app.factory.build_context`): its API client talks to an in-process API
-emulator (sim.testing, thread mode, stopped at the end), its ledger and inventory live in a temp dir. No
-registrar runs, so the replica is not Ready: tests here exercise what happens before any decision (body
+emulator (sim.emulator.testing, thread mode, stopped at the end), its ledger and inventory live in a temp dir.
+No registrar runs, so the replica is not Ready: tests here exercise what happens before any decision (body
 reading, decoding, the wire shapes), which is where bad input is stopped.
 """
 
@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 
 from app.factory import build_context, create_app
 from config.settings import HttpSettings, Settings
-from sim.testing import run_emulator
+from sim.emulator.testing import run_emulator
 
 MAX_BODY = 64 * 1024
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from sim.kube import Kube
-from sim.testing import REPO_ROOT, EmulatorHandle, EmulatorOptions, run_emulator
+from sim.emulator.testing import REPO_ROOT, EmulatorHandle, EmulatorOptions, run_emulator
+from sim.kit.kube import Kube
 
 KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"
 
@@ -24,7 +24,8 @@ def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
 
 @pytest.fixture
 def kube(tmp_path: Path) -> Iterator[Kube]:
-    """The simulator's own thin client (sim/kube.py) on a fresh emulator, for the simulated nodes' tests."""
+    """The simulator's own thin client (sim/kit/kube.py) on a fresh emulator, for the simulated nodes'
+    tests."""
     options = EmulatorOptions(pod_deletion_delay=0.2, bookmark_interval=0.2)
     with run_emulator(tmp_path / "kube", options=options) as handle:
         client_ = Kube.from_kubeconfig(handle.kubeconfig)

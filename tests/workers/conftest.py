@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.k8s.client import Kube, connect
-from sim.testing import EmulatorHandle
+from sim.emulator.testing import EmulatorHandle
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from worker_builders import VENDORS, cpu_node, gpu_node
 
 from app.k8s.client import Kube
 from app.k8s.watching import Expired, Target, WatchStream, list_objects
-from sim.testing import EmulatorHandle, EmulatorOptions, run_emulator
+from sim.emulator.testing import EmulatorHandle, EmulatorOptions, run_emulator
 from workers import shapes
 from workers.informers import ADDED, DELETED, MODIFIED, Backoff, Change, Informer, by_name
 

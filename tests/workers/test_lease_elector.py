@@ -11,7 +11,7 @@ import pytest
 
 from app.k8s.client import Kube
 from app.k8s.election import LeaseConfig, LeaseElector
-from sim.testing import EmulatorHandle, run_emulator
+from sim.emulator.testing import EmulatorHandle, run_emulator
 
 LEASE = 10.0  # long, so a takeover well within it can only come from the release
 

@@ -24,7 +24,7 @@ from app.core.nodelock import (
 from app.core.vendor import SHARED_LOCK, LockSpec
 from app.k8s import objects
 from app.k8s.client import Kube
-from sim.testing import EmulatorHandle, node, run_emulator
+from sim.emulator.testing import EmulatorHandle, node, run_emulator
 from workers.locksweep import sweep_locks
 
 EXPIRE = timedelta(minutes=5)

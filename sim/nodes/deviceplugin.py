@@ -1,0 +1,464 @@
+"""The kubelet and HAMi's device plugin of every simulated GPU node (the Allocate side of the contract).
+
+For each pod bound to one of our nodes the simulated kubelet admits it (one pod at a time per node, as the
+kubelet's sync loop does) and calls the device plugin's Allocate once per container that requests
+`nvidia.com/gpu` (init containers first). Allocate behaves like HAMi's (reference §4.10; HAMi
+`plugin/server.go` Allocate, `pkg/util` GetPendingPod, `pkg/device` PodAllocationTrySuccess/Failed):
+
+1. find the pod through the node lock `hami.io/mutex.lock` (`<time>,<ns>,<name>`, the pod must still be in
+   bind-phase allocating or success), else fall back to a Pending pod on this node with `hami.io/bind-time`,
+   bind-phase `allocating` and `hami.io/vgpu-node` = this node;
+2. take the first non-empty container group of `hami.io/vgpu-devices-to-allocate`; its device count must
+   equal the container's `nvidia.com/gpu` and every UUID must exist on this node; erase the group (re-encode
+   the rest, which grows the value by one `;` like HAMi, quirk #43) and patch it;
+3. for a group on `mig`-mode GPUs: realize the container's reserved MIG slices and write their runtime
+   identity into `hami.io/vgpu-mig-allocations` (sim/nodes/migplugin.py);
+4. when no `NVIDIA` device is left: `hami.io/bind-phase: success` and release the lock (a delete with a
+   resourceVersion precondition, only if the lock names this pod); on any error: `failed` and release.
+
+The kubelet then reports the pod Running (status subresource) or, when Allocate failed, Failed with
+`UnexpectedAdmissionError`; later Succeeded after `sim.hami.io/run-seconds` (default: runs until deleted).
+A status the API does not take for want of an answer (no answer, 429, 5xx: kube-apiserver restarting) is
+sent again until it is taken, for up to STATUS_RETRY_FOR, as the kubelet's status manager keeps syncing;
+given up at once it left a pod whose Allocate failed in the outage Pending for good, bound and locked.
+Pods without GPU containers just become Running. Oddities that HAMi would not notice (Allocate served
+another pod than the one being admitted, a group mapped to a container without GPUs, an allocation left
+incomplete with the lock held) are counted in the stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from app.core import codec, mig, nodelock
+from app.core.model import ContainerDevices
+from sim.emulator.deferred import Deferred
+from sim.kit import podutil
+from sim.kit.informer import Informer
+from sim.kit.kube import STRATEGIC, TRANSIENT, Kube, KubeError, node_path, pod_path
+from sim.nodes.migplugin import MigError, MigInstances
+from sim.nodes.objects import GPU_RESOURCE, ClusterSpec, NodeSpec
+from sim.nodes.vendorplugins import PLUGINS, AllocateError, Plugin
+from sim.nodes.vendors import VendorPart
+
+logger = logging.getLogger(__name__)
+
+LOCK = nodelock.LOCK_ANNOTATION
+STATUS_RETRY_FOR, STATUS_RETRY_PAUSE = 120.0, 1.0  # seconds: a pod status the API did not answer
+TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+ASSIGNED_NODE = "hami.io/vgpu-node"
+VENDOR = "NVIDIA"
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    allocate_latency: float = 0.002  # seconds one Allocate call takes on the node (besides API calls)
+    workers: int = 8  # allocation threads shared by all nodes
+    default_run_seconds: float | None = None  # None: pods run until deleted
+    finish_deletions: bool = False  # delete terminating pods at once (the real API server waits for this)
+    stock_gpus: bool = False  # pods without HAMi's allocation get whole GPUs as from NVIDIA's own plugin
+
+
+class Stats:
+    """Counters and latencies, safe to update from several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counters: Counter[str] = Counter()
+        self.allocate_ms: list[float] = []
+        self.admit_ms: list[float] = []
+
+    def count(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self.counters[name] += amount
+
+    def record(self, series: list[float], value: float) -> None:
+        with self._lock:
+            series.append(value)
+
+    def as_json(self) -> Obj:
+        with self._lock:
+            return {
+                "counters": dict(sorted(self.counters.items())),
+                "allocate": podutil.summary(self.allocate_ms),
+                "admit": podutil.summary(self.admit_ms),
+            }
+
+
+class DevicePlugin:
+    """HAMi's device plugin on one node: Allocate with the same API calls HAMi makes.
+
+    The NVIDIA plugin by default; with `part`, the same protocol for another vendor's HAMi plugin (Ascend,
+    Hygon: their own to-allocate annotation; Ascend also needs its `huawei.com/<cw>` runtime info, V§2.1.9).
+    `words` are HAMi's DevicesToHandle: the allocation is complete once the plugin's own to-allocate
+    annotation contains none of them."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        spec: NodeSpec,
+        stats: Stats,
+        latency: float = 0.0,
+        *,
+        part: VendorPart | None = None,
+        words: tuple[str, ...] = (VENDOR,),
+    ) -> None:
+        self.kube = kube
+        self.spec = spec
+        self.stats = stats
+        self.latency = latency
+        devices = part.devices if part is not None else spec.devices
+        self.to_allocate = part.to_allocate if part is not None else TO_ALLOCATE
+        self.runtime = f"huawei.com/{part.key}" if part is not None and part.key.startswith("Ascend") else ""
+        self.words = words
+        self.uuids = frozenset(d.id for d in devices)
+        self.mig = MigInstances({d.id: d for d in devices})
+
+    @property
+    def node(self) -> str:
+        return self.spec.name
+
+    def pending_pod(self) -> Obj:
+        """HAMi's GetPendingPod: the node lock's pod, else the bind-time fallback."""
+        node = self.kube.get(node_path(self.node))
+        value = podutil.annotations_of(node).get(LOCK)
+        if value:
+            try:
+                lock = nodelock.parse_lock(value)
+            except nodelock.LockParseError as exc:
+                raise AllocateError(str(exc)) from None
+            if lock.namespace and lock.name:
+                pod = self.kube.get_or_none(pod_path(lock.namespace, lock.name))
+                phase = podutil.annotations_of(pod).get(nodelock.BIND_PHASE) if pod else None
+                if pod is not None and phase in (nodelock.PHASE_ALLOCATING, nodelock.PHASE_SUCCESS):
+                    return pod
+        self.stats.count("pending_pod_fallback")
+        _, pods = self.kube.list("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")
+        for pod in pods:
+            notes = podutil.annotations_of(pod)
+            # `success` too while devices of ours are left: another vendor's plugin finished first and
+            # released the lock (HAMi's multi-vendor quirk, V§1.5)
+            phase = notes.get(nodelock.BIND_PHASE)
+            left = any(word in notes.get(self.to_allocate, "") for word in self.words)
+            if (
+                podutil.phase(pod) == "Pending"
+                and nodelock.BIND_TIME in notes
+                and (phase == nodelock.PHASE_ALLOCATING or (phase == nodelock.PHASE_SUCCESS and left))
+                and notes.get(ASSIGNED_NODE) == self.node
+            ):
+                return pod
+        raise AllocateError(f"no binding pod found on node {self.node}")
+
+    def allocate(self, requested: int) -> tuple[Obj, int]:
+        """One kubelet Allocate call for a container asking `requested` GPUs. Returns the pod served and the
+        container index its device group belonged to."""
+        started = time.perf_counter()
+        if self.latency > 0:
+            time.sleep(self.latency)
+        current: Obj | None = None
+        try:
+            current = self.pending_pod()
+            index, devices = self._pop_group(current)
+            if len(devices) != requested:
+                raise AllocateError("device number not matched")
+            missing = [d.uuid for d in devices if d.uuid not in self.uuids]
+            if missing:
+                raise AllocateError(f"device {missing[0]} not found on node {self.node}")
+            if self.runtime and self.runtime not in podutil.annotations_of(current):
+                raise AllocateError(f"annotation {self.runtime} not found on the pod")
+            self._realize_mig(current, index, devices)
+            self._try_success(current)
+        except (AllocateError, KubeError, codec.CodecError, MigError) as exc:
+            self.stats.count("allocate_failed")
+            if current is not None:
+                self._finish(current, nodelock.PHASE_FAILED)
+            raise AllocateError(str(exc)) from None
+        self.stats.record(self.stats.allocate_ms, (time.perf_counter() - started) * 1000.0)
+        self.stats.count("allocate_ok")
+        return current, index
+
+    def forget(self, uid: str) -> None:
+        self.mig.release(uid)  # the plugin's reconciliation frees the pod's instances
+
+    def _realize_mig(self, pod: Obj, index: int, devices: ContainerDevices) -> None:
+        realized = self.mig.realize(podutil.uid(pod), podutil.annotations_of(pod), index, devices)
+        if realized:
+            patch = {"metadata": {"annotations": {mig.ANNOTATION: realized}}}
+            self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
+            self.stats.count("mig_allocations")
+
+    def _pop_group(self, pod: Obj) -> tuple[int, ContainerDevices]:
+        """GetNextDeviceRequest + EraseNextDeviceTypeFromAnnotation."""
+        key = self.to_allocate
+        groups = list(codec.decode_pod_single_device(podutil.annotations_of(pod).get(key, "")))
+        for index, group in enumerate(groups):
+            if group:
+                groups[index] = ()
+                patch = {"metadata": {"annotations": {key: codec.encode_pod_single_device(tuple(groups))}}}
+                self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
+                return index, group
+        raise AllocateError("device request not found")
+
+    def _try_success(self, pod: Obj) -> None:
+        """PodAllocationTrySuccess: success once no device of ours is left to allocate."""
+        fresh = self.kube.get(pod_path(podutil.namespace(pod), podutil.name(pod)))
+        left = podutil.annotations_of(fresh).get(self.to_allocate, "")
+        if not any(word in left for word in self.words):
+            self._finish(fresh, nodelock.PHASE_SUCCESS)
+
+    def _finish(self, pod: Obj, phase: str) -> None:
+        """PodAllocationSuccess / PodAllocationFailed: the bind phase, then release the node lock."""
+        try:
+            patch = {"metadata": {"annotations": {nodelock.BIND_PHASE: phase}}}
+            self.kube.patch(pod_path(podutil.namespace(pod), podutil.name(pod)), patch)
+        except KubeError as exc:
+            logger.warning(
+                "%s: setting bind-phase %s on %s failed: %s", self.node, phase, podutil.key(pod), exc
+            )
+        self.release_lock(podutil.namespace(pod), podutil.name(pod))
+        self.stats.count(f"bind_phase_{phase}")
+
+    def release_lock(self, namespace: str, name: str) -> bool:
+        """HAMi's ReleaseNodeLock with the owner check: delete only our pod's lock, only if unchanged."""
+        for _ in range(5):
+            node = self.kube.get(node_path(self.node))
+            value = podutil.annotations_of(node).get(LOCK)
+            if value is None:
+                return False
+            if "," in value and not nodelock.is_owned_by(value, namespace, name):
+                self.stats.count("lock_release_not_owner")
+                return False
+            rv = podutil.meta(node).get("resourceVersion")
+            try:
+                self.kube.patch(
+                    node_path(self.node), {"metadata": {"annotations": {LOCK: None}, "resourceVersion": rv}}
+                )
+                self.stats.count("lock_released")
+                return True
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+        return False
+
+
+class Kubelets:
+    """The kubelets of all simulated nodes: one pod watch for all of them, a small shared thread pool,
+    admissions serial per node, and one timer thread for pods that finish."""
+
+    def __init__(self, kube: Kube, cluster: ClusterSpec, config: PluginConfig | None = None) -> None:
+        self.kube = kube
+        self.config = config or PluginConfig()
+        self.stats = Stats()
+        latency = self.config.allocate_latency
+        self.plugins = {s.name: DevicePlugin(kube, s, self.stats, latency) for s in cluster.nodes}
+        words = (VENDOR, *sorted({part.key for s in cluster.nodes for part in s.parts}))
+        self.node_plugins: dict[str, dict[str, Plugin]] = {}
+        for spec in cluster.nodes:
+            plugins: dict[str, Plugin] = {GPU_RESOURCE: self.plugins[spec.name]} if spec.devices else {}
+            for part in spec.parts:
+                factory = PLUGINS.get(part.plugin)
+                if factory is not None:
+                    plugins[part.resource] = factory(kube, spec.name, part)
+                else:
+                    plugins[part.resource] = DevicePlugin(
+                        kube, spec, self.stats, latency, part=part, words=words
+                    )
+                for other in part.other_resources:  # one plugin serving several resources
+                    plugins[other] = plugins[part.resource]
+            self.node_plugins[spec.name] = plugins
+        self._host_ips = {s.name: f"10.0.{i // 250}.{i % 250 + 1}" for i, s in enumerate(cluster.nodes)}
+        self._pool = ThreadPoolExecutor(max(1, self.config.workers), thread_name_prefix="sim-kubelet")
+        self._lock = threading.Lock()
+        self._queues: dict[str, deque[tuple[str, float]]] = {s.name: deque() for s in cluster.nodes}
+        self._busy: set[str] = set()
+        self._seen: set[str] = set()  # pod UIDs admitted or queued
+        self._finishing: set[str] = set()  # pod UIDs whose deletion is being finished
+        self._pod_ips = 0
+        self._timers = Deferred("sim-kubelet-timers")
+        self._stopped = False
+        self.informer = Informer(
+            kube, "/api/v1/pods", self._on_pod, "sim-kubelet-pods", fieldSelector="spec.nodeName!="
+        )
+
+    def start(self) -> Kubelets:
+        self.informer.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.informer.stop()
+        self._timers.stop()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # --- events ---------------------------------------------------------------------------------------------
+
+    def _on_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        node = podutil.node_name(pod)
+        if node not in self.plugins:
+            return
+        uid = podutil.uid(pod)
+        if kind == "DELETED" or podutil.phase(pod) in podutil.TERMINAL:
+            for plugin in self.node_plugins[node].values():
+                plugin.forget(uid)
+        with self._lock:
+            if kind == "DELETED":
+                self._seen.discard(uid)
+                self._finishing.discard(uid)
+                return
+            if podutil.terminating(pod):
+                if self.config.finish_deletions and not self._stopped and uid not in self._finishing:
+                    self._finishing.add(uid)
+                    self._pool.submit(self._finish_deletion, pod)
+                return
+            if uid in self._seen:
+                return
+            self._seen.add(uid)
+            state = podutil.phase(pod)
+            if state == "Running":
+                self._schedule_finish(pod)
+                return
+            if state != "Pending":
+                return
+            self._queues[node].append((podutil.key(pod), time.perf_counter()))
+            if node not in self._busy and not self._stopped:
+                self._busy.add(node)
+                self._pool.submit(self._drain, node)
+
+    def _drain(self, node: str) -> None:
+        """Admit the node's queued pods one at a time (the kubelet's sync loop)."""
+        while True:
+            with self._lock:
+                queue = self._queues[node]
+                if not queue or self._stopped:
+                    self._busy.discard(node)
+                    return
+                key, queued_at = queue.popleft()
+            try:
+                self._admit(node, key, queued_at)
+            except Exception:
+                logger.exception("%s: admitting %s failed", node, key)
+                self.stats.count("admit_crashed")
+
+    # --- admission ------------------------------------------------------------------------------------------
+
+    def _admit(self, node: str, key: str, queued_at: float) -> None:
+        pod = self.informer.store.get(key)
+        if pod is None or podutil.terminating(pod) or podutil.phase(pod) != "Pending":
+            return
+        plugins = self.node_plugins[node]
+        namespace, name = podutil.namespace(pod), podutil.name(pod)
+        ordered = podutil.containers(pod, init=True) + podutil.containers(pod)
+        stock = self.config.stock_gpus and TO_ALLOCATE not in podutil.annotations_of(pod)
+        asked: list[Plugin] = []  # one Allocate per container and device resource
+        for index, container in [] if stock else enumerate(ordered):
+            for resource, plugin in plugins.items():
+                count = podutil.device_count(container, resource)
+                if count <= 0:
+                    continue
+                asked.append(plugin)
+                try:
+                    served, group_index = plugin.allocate(count)
+                except (AllocateError, KubeError) as exc:  # an API error is the plugin's Allocate error
+                    for each in plugins.values():
+                        each.forget(podutil.uid(pod))
+                    self._set_status(pod, podutil.admission_failed_status(str(exc)))
+                    self.stats.count("pods_failed_admission")
+                    return
+                if podutil.key(served) != key:
+                    self.stats.count("allocate_served_other_pod")
+                elif group_index is not None and (group_index != index or group_index >= len(ordered)):
+                    self.stats.count("allocate_group_container_mismatch")
+        if stock:
+            self.stats.count("pods_stock_gpus")
+        elif asked:
+            fresh = self.kube.get_or_none(pod_path(namespace, name))
+            notes = podutil.annotations_of(fresh) if fresh else {}
+            hami = [p for p in asked if isinstance(p, DevicePlugin)]  # plugins of other protocols: no phase
+            if any(any(w in notes.get(p.to_allocate, "") for w in p.words) for p in hami) or (
+                hami and notes.get(nodelock.BIND_PHASE) == "allocating"
+            ):
+                self.stats.count("allocation_incomplete")
+        with self._lock:
+            self._pod_ips += 1
+            pod_ip = f"10.244.{self._pod_ips // 250}.{self._pod_ips % 250 + 1}"
+        if self._set_status(pod, podutil.running_status(pod, self._host_ips[node], pod_ip)):
+            self.stats.count("pods_running")
+            self.stats.record(self.stats.admit_ms, (time.perf_counter() - queued_at) * 1000.0)
+            self._schedule_finish(pod)
+
+    def _set_status(self, pod: Mapping[str, Any], status: Obj) -> bool:
+        path = pod_path(podutil.namespace(pod), podutil.name(pod), "status")
+        deadline = time.monotonic() + STATUS_RETRY_FOR
+        while True:
+            try:
+                self.kube.patch(path, {"metadata": {"uid": podutil.uid(pod)}, "status": status}, STRATEGIC)
+                return True
+            except KubeError as exc:
+                if exc.status in TRANSIENT and time.monotonic() < deadline and not self._stopped:
+                    time.sleep(STATUS_RETRY_PAUSE)
+                    continue
+                if exc.status != 404:
+                    logger.warning("status of %s: %s", podutil.key(pod), exc)
+                return False
+
+    def _finish_deletion(self, pod: Mapping[str, Any]) -> None:
+        """The kubelet's part of a graceful deletion: containers stopped, delete with grace 0 (UID
+        precondition, so a same-name successor is never deleted)."""
+        path = pod_path(podutil.namespace(pod), podutil.name(pod))
+        try:
+            self.kube.request(
+                "DELETE",
+                path,
+                {
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": podutil.uid(pod)},
+                },
+            )
+            self.stats.count("deletions_finished")
+        except KubeError as exc:
+            if exc.status not in (404, 409):
+                logger.warning("finishing the deletion of %s: %s", podutil.key(pod), exc)
+            with self._lock:
+                self._finishing.discard(podutil.uid(pod))
+
+    # --- completion -----------------------------------------------------------------------------------------
+
+    def _schedule_finish(self, pod: Mapping[str, Any]) -> None:
+        raw = podutil.annotations_of(pod).get(podutil.RUN_SECONDS)
+        seconds = self.config.default_run_seconds
+        if raw is not None:
+            try:
+                seconds = float(raw)
+            except ValueError:
+                seconds = None
+        if seconds is None or seconds < 0:
+            return
+        key, uid = podutil.key(pod), podutil.uid(pod)
+
+        def due() -> None:
+            if not self._stopped:
+                self._pool.submit(self._finish, key, uid)
+
+        self._timers.call_later(seconds, due)
+
+    def _finish(self, key: str, uid: str) -> None:
+        pod = self.informer.store.get(key)
+        if (
+            pod is None
+            or podutil.uid(pod) != uid
+            or podutil.phase(pod) != "Running"
+            or podutil.terminating(pod)
+        ):
+            return
+        if self._set_status(pod, podutil.finished_status(pod)):
+            self.stats.count("pods_succeeded")
