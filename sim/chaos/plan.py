@@ -148,10 +148,10 @@ def long_fault_plan(rng: random.Random, rounds: int, lag: float) -> tuple[LongFa
 
 
 def two_leader_points(seed: int, count: int) -> tuple[float, ...]:
-    """One two-leader fault (sim.chaos.twoleaders) in each of `count` equal slices of the submissions from
-    15 to 55 %, at seeded points (their own generator: the rest of a seed's plan does not change). Early enough
-    that pods keep arriving through the stall and the retries (a fault at 79 % left the new leader ~10 s of
-    arrivals, and on a loaded machine sometimes none)."""
+    """One two-leader fault (sim.chaos.twoleaders) in each of `count` equal slices of the submissions
+    from 15 to 55 %, at seeded points (their own generator: the rest of a seed's plan does not change).
+    Early enough that pods keep arriving through the stall and the retries (a fault at 79 % left the new
+    leader ~10 s of arrivals, and on a loaded machine sometimes none)."""
     rng = random.Random(f"chaos-two-leaders-{seed}")
     width = 0.4 / max(1, count)
     return tuple(round(0.15 + width * (i + rng.random()), 3) for i in range(count))
