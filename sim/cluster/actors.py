@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.kit.command import Command, serve_stats, stop_on_signals
-from sim.kit.kube import Kube, KubeError
+from sim.kit.kube import RESTARTING, TRANSIENT, Kube, KubeError
 from sim.kubescheduler.extender import Extender, ExtenderConfig
 from sim.kubescheduler.scheduler import SchedulerConfig, SimScheduler
 from sim.nodes.deviceplugin import Kubelets, PluginConfig
@@ -36,6 +36,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(
         "--api-retries", type=int, default=5, help="retries of an API call after no answer, 429 or 5xx"
+    )
+    parser.add_argument(
+        "--retry-forbidden",
+        action="store_true",
+        help="retry a 403 too (a restarted kube-apiserver denies until its authorizers have synced)",
     )
 
 
@@ -89,7 +94,8 @@ def nodes_main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sim nodes: {exc}", file=sys.stderr)
         return 2
-    kube = Kube.from_kubeconfig(args.kubeconfig, max(8, args.workers * 2), args.api_retries)
+    retried = RESTARTING if args.retry_forbidden else TRANSIENT
+    kube = Kube.from_kubeconfig(args.kubeconfig, max(8, args.workers * 2), args.api_retries, retried)
     kubelets = Kubelets(
         kube,
         cluster,

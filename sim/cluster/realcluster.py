@@ -301,9 +301,10 @@ def start_real_cluster(
     stack.start_control_plane("real")
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
-    # the simulated kubelets' and plugins' API calls ride out a kube-apiserver restart (~60 s of retries):
+    # the simulated kubelets' and plugins' API calls ride out a kube-apiserver restart (~60 s of retries, a
+    # 403 included: the restarted server denies until its authorizers have synced):
     # a real plugin's Allocate in the outage fails the pod whatever the scheduler did (docs/chaos.md)
-    kubelet = ["--finish-deletions", "--api-retries", str(KUBELET_API_RETRIES)]
+    kubelet = ["--finish-deletions", "--api-retries", str(KUBELET_API_RETRIES), "--retry-forbidden"]
     if external is not None and not external.url:  # no extender: the stock NVIDIA plugin's behaviour
         kubelet.append("--stock-gpus")
     start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), *kubelet)

@@ -30,6 +30,9 @@ MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})  # statuses a retry may cure (0: no answer)
+# ... and, for a client that rides out a kube-apiserver restart, 403: a freshly started kube-apiserver
+# denies requests until its RBAC and Node authorizers have synced their caches
+RESTARTING = TRANSIENT | {403}
 Obj = dict[str, Any]
 
 
@@ -135,19 +138,27 @@ class Kube:
     """Thread-safe raw-JSON API client. Every call raises ``KubeError`` on failure (status 0: no answer)."""
 
     def __init__(
-        self, config: ClusterConfig, pool_size: int = 32, timeout: float = 30.0, retries: int = 0
+        self,
+        config: ClusterConfig,
+        pool_size: int = 32,
+        timeout: float = 30.0,
+        retries: int = 0,
+        retried: frozenset[int] = TRANSIENT,
     ) -> None:
         self.config = config
         self.timeout = timeout
         self.retries = retries
+        self.retried = retried  # the statuses `retries` applies to
         self._headers = {"Accept": JSON, "User-Agent": "hami-sim"}
         if config.token:
             self._headers["Authorization"] = f"Bearer {config.token}"
         self._pool = pool_manager(pool_size, config.ca_pem, config.insecure)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, pool_size: int = 32, retries: int = 0) -> Kube:
-        return cls(load_kubeconfig(path), pool_size, retries=retries)
+    def from_kubeconfig(
+        cls, path: str | Path, pool_size: int = 32, retries: int = 0, retried: frozenset[int] = TRANSIENT
+    ) -> Kube:
+        return cls(load_kubeconfig(path), pool_size, retries=retries, retried=retried)
 
     def close(self) -> None:
         self._pool.clear()
@@ -179,7 +190,7 @@ class Kube:
             try:
                 return self._send(method, url, data, headers, read)
             except KubeError as exc:
-                if exc.status not in TRANSIENT or attempt >= self.retries:
+                if exc.status not in self.retried or attempt >= self.retries:
                     raise
             attempt += 1
             time.sleep(delay * (1.0 + random.random()))

@@ -18,9 +18,10 @@ kubelet's sync loop does) and calls the device plugin's Allocate once per contai
 
 The kubelet then reports the pod Running (status subresource) or, when Allocate failed, Failed with
 `UnexpectedAdmissionError`; later Succeeded after `sim.hami.io/run-seconds` (default: runs until deleted).
-A status the API does not take for want of an answer (no answer, 429, 5xx: kube-apiserver restarting) is
-sent again until it is taken, for up to STATUS_RETRY_FOR, as the kubelet's status manager keeps syncing;
-given up at once it left a pod whose Allocate failed in the outage Pending for good, bound and locked.
+A status the API does not take for want of an answer (no answer, 429, 5xx: kube-apiserver restarting; a 403
+too where the client retries those: `Kube.retried`) is sent again until it is taken, for up to
+STATUS_RETRY_FOR, as the kubelet's status manager keeps syncing; given up at once it left a pod whose Allocate
+failed in the outage Pending for good, bound and locked.
 Pods without GPU containers just become Running. Oddities that HAMi would not notice (Allocate served
 another pod than the one being admitted, a group mapped to a container without GPUs, an allocation left
 incomplete with the lock held) are counted in the stats.
@@ -42,7 +43,7 @@ from app.core.model import ContainerDevices
 from sim.emulator.deferred import Deferred
 from sim.kit import podutil
 from sim.kit.informer import Informer
-from sim.kit.kube import STRATEGIC, TRANSIENT, Kube, KubeError, node_path, pod_path
+from sim.kit.kube import STRATEGIC, Kube, KubeError, node_path, pod_path
 from sim.nodes.migplugin import MigError, MigInstances
 from sim.nodes.objects import GPU_RESOURCE, ClusterSpec, NodeSpec
 from sim.nodes.vendorplugins import PLUGINS, AllocateError, Plugin
@@ -402,7 +403,7 @@ class Kubelets:
                 self.kube.patch(path, {"metadata": {"uid": podutil.uid(pod)}, "status": status}, STRATEGIC)
                 return True
             except KubeError as exc:
-                if exc.status in TRANSIENT and time.monotonic() < deadline and not self._stopped:
+                if exc.status in self.kube.retried and time.monotonic() < deadline and not self._stopped:
                     time.sleep(STATUS_RETRY_PAUSE)
                     continue
                 if exc.status != 404:

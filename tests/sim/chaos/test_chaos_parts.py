@@ -21,7 +21,7 @@ from sim.chaos.check import ledger_check, lock_owner_state, locks, outcome_of, o
 from sim.chaos.plan import FAULT_GROUPS, ROUND, STAGES, fault_rules, make_plan
 from sim.emulator.testing import EmulatorHandle, pod, run_emulator, wait_for
 from sim.kit import podutil
-from sim.kit.kube import Kube, KubeError, pod_path
+from sim.kit.kube import RESTARTING, Kube, KubeError, pod_path
 from sim.kubescheduler.service import NoEndpoints, Service
 from workers.reconcile import Rules, rebuild
 
@@ -329,3 +329,20 @@ def test_transient_failures_are_retried_and_others_are_not(emulator: EmulatorHan
     finally:
         patient.close()
         impatient.close()
+
+
+def test_a_client_riding_out_a_restart_retries_a_403_too(emulator: EmulatorHandle) -> None:
+    """A restarted kube-apiserver denies (403) until its authorizers have synced: the simulated kubelets on
+    the real control plane (`sim nodes --retry-forbidden`) retry it, other clients do not."""
+    riding = Kube.from_kubeconfig(emulator.kubeconfig, retries=3, retried=RESTARTING)
+    plain = Kube.from_kubeconfig(emulator.kubeconfig, retries=3)
+    try:
+        emulator.add_fault(action="error", status=403, verb="get", resource="pods", count=2)
+        assert podutil.name(riding.get(pod_path("default", "p1"))) == "p1"
+        emulator.add_fault(action="error", status=403, verb="get", resource="pods", count=1)
+        with pytest.raises(KubeError) as denied:
+            plain.get(pod_path("default", "p1"))
+        assert denied.value.status == 403 and emulator.faults_injected() == 3
+    finally:
+        riding.close()
+        plain.close()
