@@ -45,9 +45,9 @@ class LeaderSettings:
 
 ROUTES = ("all", "scheduler", "public")
 FILTER_WRITES = (
-    "sync",
     "auto",
     "deferred",
+    "sync",
 )  # HAMI_FILTER_WRITE  # HAMI_ROUTES: which routes this Gunicorn serves (issue 11)
 # bodies up to HAMI_MAX_BODY_BYTES (/preempt: the pod and victims of up to max(100, 10% of nodes) candidates)
 LARGE_BODY_PATHS = ("/filter", "/preempt", "/webhook", "/bench/noop")
@@ -142,7 +142,7 @@ class Settings:
     # HAMI_FILTER_WRITE: where /filter writes the allocation (app/allocwrite.py). `deferred`: after answering,
     # deciding on the request's pod; `sync`: before answering, on the pod read from the API; `auto`: deferred
     # where the caller is authenticated kube-scheduler (scheduler routes behind a client CA), else sync.
-    filter_write: str = "sync"
+    filter_write: str = "auto"
     bind_write_wait: float = 5.0  # HAMI_BIND_WRITE_WAIT: how long /bind waits for a pending write
 
     @property

@@ -319,4 +319,4 @@ def test_settings_loader_accepts_the_rendered_environment(
     if container == "extender":
         assert settings.http.routes == "scheduler" and settings.http.client_ca_file
         assert settings.http.bind.endswith(":8444")
-        assert not settings.deferred_write  # opt-in for now: HAMI_FILTER_WRITE=auto (docs/compatibility.md)
+        assert settings.deferred_write, "behind kube-scheduler's client certificate /filter defers its write"

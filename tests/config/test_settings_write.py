@@ -20,16 +20,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("extra", "deferred"),
     [
-        pytest.param({"HAMI_FILTER_WRITE": "auto"}, False, id="auto-all-routes-no-client-ca"),
+        pytest.param({}, False, id="auto-all-routes-no-client-ca"),
+        pytest.param({"HAMI_ROUTES": "scheduler"}, False, id="auto-loopback-without-client-ca"),
         pytest.param(
-            {"HAMI_FILTER_WRITE": "auto", "HAMI_ROUTES": "scheduler"},
-            False,
-            id="auto-loopback-without-client-ca",
-        ),
-        pytest.param(
-            {"HAMI_FILTER_WRITE": "auto", "HAMI_ROUTES": "scheduler", "HAMI_TLS_CLIENT_CA_FILE": "CA"},
-            True,
-            id="auto-behind-client-ca",
+            {"HAMI_ROUTES": "scheduler", "HAMI_TLS_CLIENT_CA_FILE": "CA"}, True, id="auto-behind-client-ca"
         ),
         pytest.param(
             {"HAMI_FILTER_WRITE": "SYNC", "HAMI_ROUTES": "scheduler", "HAMI_TLS_CLIENT_CA_FILE": "CA"},
@@ -56,7 +50,7 @@ def test_bind_write_wait(tmp_path: Path) -> None:
     [
         pytest.param(
             {"HAMI_FILTER_WRITE": "later"},
-            "HAMI_FILTER_WRITE='later': expected one of sync, auto, deferred",
+            "HAMI_FILTER_WRITE='later': expected one of auto, deferred, sync",
             id="unknown-mode",
         ),
         pytest.param(
