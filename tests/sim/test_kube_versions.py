@@ -13,22 +13,22 @@ import pytest
 
 from sim.controlplane import binaries
 
-ROWS = [("v1.34.4", "v3.6.16"), ("v1.37.2", "v3.7.3")]
+ROWS = [("v1.37.2", "v3.7.3"), ("v1.34.4", "v3.6.16")]  # the default first
 SCRIPT = binaries.REPO_ROOT / "scripts" / "build-kube.sh"
 
 SELECTIONS = [
-    pytest.param({}, ("v1.34.4", "v3.6.16"), id="unset-first-row-is-default"),
-    pytest.param({"HAMI_KUBE_VERSION": ""}, ("v1.34.4", "v3.6.16"), id="empty-is-default"),
+    pytest.param({}, ("v1.37.2", "v3.7.3"), id="unset-first-row-is-default"),
+    pytest.param({"HAMI_KUBE_VERSION": ""}, ("v1.37.2", "v3.7.3"), id="empty-is-default"),
     pytest.param({"HAMI_KUBE_VERSION": "1.37.2"}, ("v1.37.2", "v3.7.3"), id="exact-without-v"),
     pytest.param({"HAMI_KUBE_VERSION": "v1.37.2"}, ("v1.37.2", "v3.7.3"), id="exact-with-v"),
     pytest.param({"HAMI_KUBE_VERSION": "1.37"}, ("v1.37.2", "v3.7.3"), id="minor"),
     pytest.param({"HAMI_KUBE_VERSION": "v1.34"}, ("v1.34.4", "v3.6.16"), id="minor-with-v"),
     pytest.param(
-        {"HAMI_KUBE_VERSION": "1.37", "HAMI_ETCD_VERSION": "3.6.16"},
-        ("v1.37.2", "v3.6.16"),
-        id="etcd-override",
+        {"HAMI_KUBE_VERSION": "1.34.4", "HAMI_ETCD_VERSION": "3.7.3"},
+        ("v1.34.4", "v3.7.3"),
+        id="etcd-override-on-another-row",
     ),
-    pytest.param({"HAMI_ETCD_VERSION": "v3.7.3"}, ("v1.34.4", "v3.7.3"), id="etcd-override-on-default"),
+    pytest.param({"HAMI_ETCD_VERSION": "v3.6.16"}, ("v1.37.2", "v3.6.16"), id="etcd-override-on-default"),
 ]
 
 REFUSED = [
@@ -46,7 +46,7 @@ def test_select(env: dict[str, str], expected: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize("env", REFUSED)
 def test_select_refuses_what_is_not_one_listed_version(env: dict[str, str]) -> None:
-    with pytest.raises(binaries.MissingBinaries, match=re.escape("v1.34.4, v1.37.2")):
+    with pytest.raises(binaries.MissingBinaries, match=re.escape("v1.37.2, v1.34.4")):
         binaries.select(ROWS, env)
 
 
@@ -62,7 +62,7 @@ def test_select_needs_a_row() -> None:
             "# kubernetes\tetcd\nv1.34.4\tv3.6.16\n", [("v1.34.4", "v3.6.16")], id="comment-skipped"
         ),
         pytest.param(
-            "v1.37.2 v3.7.3  # newest\n\nv1.34.4\tv3.6.16", ROWS[::-1], id="order-kept-trailing-comment"
+            "v1.34.4 v3.6.16  # older\n\nv1.37.2\tv3.7.3", ROWS[::-1], id="order-kept-trailing-comment"
         ),
         pytest.param("v1.37.2\n", [], id="row-without-etcd-ignored"),
     ],
@@ -115,18 +115,18 @@ def test_find_names_what_is_missing(env: dict[str, str], message: str, tmp_path:
 
 
 def test_find_asks_for_the_build_of_the_selected_version(tmp_path: Path) -> None:
-    env = {"HAMI_KUBE_CACHE": str(tmp_path), "HAMI_KUBE_VERSION": "1.37"}
+    env = {"HAMI_KUBE_CACHE": str(tmp_path), "HAMI_KUBE_VERSION": "1.34"}
     with pytest.raises(
-        binaries.MissingBinaries, match=re.escape("make kube KUBE_VERSION=v1.37.2 ETCD_VERSION=v3.7.3")
+        binaries.MissingBinaries, match=re.escape("make kube KUBE_VERSION=v1.34.4 ETCD_VERSION=v3.6.16")
     ):
         binaries.find(env)
 
 
 def test_find_returns_the_selected_complete_folders(tmp_path: Path) -> None:
-    for folder in ("kubernetes-v1.37.2", "etcd-v3.7.3"):
+    for folder in ("kubernetes-v1.34.4", "etcd-v3.6.16", "kubernetes-v1.37.2", "etcd-v3.7.3"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / ".complete").write_text("built\n")
-    found = binaries.find({"HAMI_KUBE_CACHE": str(tmp_path), "HAMI_KUBE_VERSION": "v1.37.2"})
-    assert found.kube_scheduler == tmp_path / "kubernetes-v1.37.2" / "kube-scheduler"
-    assert found.etcd == tmp_path / "etcd-v3.7.3" / "etcd"
-    assert found.versions() == {"kube-apiserver": "v1.37.2", "kube-scheduler": "v1.37.2", "etcd": "v3.7.3"}
+    found = binaries.find({"HAMI_KUBE_CACHE": str(tmp_path), "HAMI_KUBE_VERSION": "v1.34.4"})
+    assert found.kube_scheduler == tmp_path / "kubernetes-v1.34.4" / "kube-scheduler"
+    assert found.etcd == tmp_path / "etcd-v3.6.16" / "etcd"
+    assert found.versions() == {"kube-apiserver": "v1.34.4", "kube-scheduler": "v1.34.4", "etcd": "v3.6.16"}
