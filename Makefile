@@ -8,6 +8,14 @@ PY := $(VENV)/bin/python
 TOOLS ?= .tools
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(TOOLS))/bin:$(abspath $(VENV))/bin:$(PATH)
+# The real control plane's version for every target (`make kube test KUBE_VERSION=1.37`): a row of
+# tools/kube/versions.tsv, whose first row is the default; ETCD_VERSION overrides the etcd that row pairs.
+ifdef KUBE_VERSION
+export HAMI_KUBE_VERSION := $(KUBE_VERSION)
+endif
+ifdef ETCD_VERSION
+export HAMI_ETCD_VERSION := $(ETCD_VERSION)
+endif
 
 .PHONY: setup lock tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard image image-e2e clean
 
@@ -41,7 +49,7 @@ tools: $(TOOLS)/bin/kubectl $(TOOLS)/bin/promql-check
 $(TOOLS)/bin/kubectl:
 	bash scripts/install-tools.sh $(TOOLS)
 
-# etcd, kube-apiserver and kube-scheduler from tools/etcd and tools/kube (Go); skipped when built.
+# etcd, kube-apiserver and kube-scheduler from tools/etcd/<v> and tools/kube/<v> (Go); skipped when built.
 kube:
 	bash scripts/build-kube.sh
 

@@ -1,8 +1,10 @@
 """Where `make kube` (scripts/build-kube.sh) puts the real control plane's binaries, and their versions.
 
 The rule is the script's: `$HAMI_KUBE_CACHE` (else `<repo>/.tools/kube`), then `kubernetes-<v>/` and
-`etcd-<v>/`, where `<v>` is the version `tools/kube/go.mod` and `tools/etcd/go.mod` require. A folder counts
-only once the script marked it complete, so a half-finished build is never run.
+`etcd-<v>/`. The versions come from one place, `tools/kube/versions.tsv` (its first row is the default;
+`$HAMI_KUBE_VERSION` picks another row, `$HAMI_ETCD_VERSION` overrides that row's etcd), and each must be the
+one its wrapper module `tools/kube/<v>/go.mod` / `tools/etcd/<v>/go.mod` requires. A folder counts only once
+the script marked it complete, so a half-finished build is never run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KUBE_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
+VERSIONS_FILE = REPO_ROOT / "tools" / "kube" / "versions.tsv"
 
 
 class MissingBinaries(RuntimeError):
@@ -48,6 +51,34 @@ def required_version(go_mod: Path, module: str) -> str:
     raise MissingBinaries(f"{go_mod} does not require {module}")
 
 
+def supported(table: str) -> list[tuple[str, str]]:
+    """The (kubernetes, etcd) rows of versions.tsv's text, in order; `#` starts a comment."""
+    rows = [line.split("#", 1)[0].split() for line in table.splitlines()]
+    return [(row[0], row[1]) for row in rows if len(row) >= 2]
+
+
+def _tagged(version: str) -> str:
+    return version if version.startswith("v") else f"v{version}"
+
+
+def select(rows: list[tuple[str, str]], env: Mapping[str, str]) -> tuple[str, str]:
+    """The (kubernetes, etcd) versions `env` asks for: the first row unless HAMI_KUBE_VERSION names another
+    by version or minor ("1.37.2", "v1.37.2", "1.37"); HAMI_ETCD_VERSION replaces the row's etcd."""
+    if not rows:
+        raise MissingBinaries("tools/kube/versions.tsv lists no version")
+    wanted = env.get("HAMI_KUBE_VERSION", "").strip()
+    kube, etcd = rows[0]
+    if wanted:
+        tag = _tagged(wanted)
+        matches = [row for row in rows if row[0] == tag or row[0].startswith(tag + ".")]
+        if len(matches) != 1:
+            listed = ", ".join(row[0] for row in rows)
+            raise MissingBinaries(f"HAMI_KUBE_VERSION={wanted} is not one supported version ({listed})")
+        kube, etcd = matches[0]
+    etcd_wanted = env.get("HAMI_ETCD_VERSION", "").strip()
+    return kube, _tagged(etcd_wanted) if etcd_wanted else etcd
+
+
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     return Path(env.get("HAMI_KUBE_CACHE") or REPO_ROOT / ".tools" / "kube")
@@ -55,13 +86,21 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def find(env: Mapping[str, str] | None = None) -> Binaries:
     """The built binaries; raises MissingBinaries (naming `make kube`) when they are not complete."""
+    env = os.environ if env is None else env
     cache = cache_dir(env)
-    kube_version = required_version(REPO_ROOT / "tools" / "kube" / "go.mod", KUBE_MODULE)
-    etcd_version = required_version(REPO_ROOT / "tools" / "etcd" / "go.mod", ETCD_MODULE)
+    kube_version, etcd_version = select(supported(VERSIONS_FILE.read_text()), env)
+    for wrapper, module, version in (
+        ("kube", KUBE_MODULE, kube_version),
+        ("etcd", ETCD_MODULE, etcd_version),
+    ):
+        go_mod = REPO_ROOT / "tools" / wrapper / version / "go.mod"
+        if not go_mod.is_file() or required_version(go_mod, module) != version:
+            raise MissingBinaries(f"no wrapper module {go_mod} requiring {module} {version}")
     kube, etcd = cache / f"kubernetes-{kube_version}", cache / f"etcd-{etcd_version}"
     for folder in (kube, etcd):
         if not (folder / ".complete").is_file():
-            raise MissingBinaries(f"{folder} is not built: run `make kube` (or set HAMI_KUBE_CACHE)")
+            build = f"make kube KUBE_VERSION={kube_version} ETCD_VERSION={etcd_version}"
+            raise MissingBinaries(f"{folder} is not built: run `{build}` (or set HAMI_KUBE_CACHE)")
     return Binaries(
         kube / "kube-apiserver", kube / "kube-scheduler", etcd / "etcd", kube_version, etcd_version
     )

@@ -1,9 +1,12 @@
-// Wrapper module: builds etcd v3.6.x from go.etcd.io/etcd/server/v3 (see main.go).
+// Wrapper module: builds etcd v3.6.16, the main package of go.etcd.io/etcd/server/v3 (its main.go calls
+// etcdmain.Main), the etcd release Kubernetes 1.34 pairs with (newest 3.6 patch).
 module github.com/hami-scheduler-py/tools/etcd
 
 go 1.26.0
 
-require go.etcd.io/etcd/server/v3 v3.6.16
+tool go.etcd.io/etcd/server/v3
+
+require go.etcd.io/etcd/server/v3 v3.6.16 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
