@@ -2,7 +2,8 @@
 
 - `objects`: NVIDIA nodes and the cluster spec (`--nodes`, `--gpu-models`, zones), registered through the API;
 - `vendors`: what each other vendor's device plugin publishes on its Node (cycled over the nodes);
-- `deviceplugin`: the kubelet and HAMi's device plugin (lock, to-allocate, Allocate) of every simulated node;
+- `kubelet`: the kubelet of every simulated node (admission, status, deletion, completion);
+- `hamiplugin`: HAMi's device plugin (lock, to-allocate, Allocate), NVIDIA's and the vendors' that follow it;
 - `vendorplugins`: the plugins that do not follow HAMi's protocol (Cambricon dsmlu, ...);
 - `migplugin`: MIG slices realized on Allocate.
 

@@ -19,7 +19,7 @@
   entry of `assigned-containers` asking this many slices allocated, and sets `gcu-assigned: "true"` once
   every entry is.
 HAMi's own protocol (NVIDIA, Ascend, Hygon, AMD, Vastai, Biren, Iluvatar, Metax, Kunlun vXPU, Enflame GCU) is
-sim.nodes.deviceplugin.DevicePlugin; `PLUGINS` maps a part's `plugin` to the others.
+sim.nodes.hamiplugin.DevicePlugin; `PLUGINS` maps a part's `plugin` to the others.
 """
 
 from __future__ import annotations

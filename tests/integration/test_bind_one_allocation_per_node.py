@@ -22,7 +22,7 @@ from test_vendor_mixed_cluster import pod, start_with_sections
 
 from app.core.nodelock import parse_lock
 from sim.kit.kube import Kube
-from sim.nodes.deviceplugin import Kubelets, PluginConfig
+from sim.nodes.kubelet import Kubelets, PluginConfig
 from sim.nodes.objects import ClusterSpec, build_cluster
 from sim.nodes.vendors import parse_vendors
 

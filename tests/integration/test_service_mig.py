@@ -1,6 +1,6 @@
 """MIG end to end through real processes: a MIG node registered as HAMi's device plugin does in MIG mode
 (sim/nodes/objects.py), MIG pods filtered and bound by the service, and the simulated device plugin's Allocate
-(sim/nodes/deviceplugin.py) realizing the reserved slices and writing their runtime identity (reference §4.7,
+(sim/nodes/hamiplugin.py) realizing the reserved slices and writing their runtime identity (reference §4.7,
 §4.10).
 
 The first pod gets two 1g slices (HAMi's order: highest start first), byte-for-byte annotations; the
@@ -20,7 +20,7 @@ from app.core import mig
 from app.core.model import MigPlacement
 from app.devices.nvidia import keys
 from sim.kit.kube import Kube
-from sim.nodes.deviceplugin import DevicePlugin, Stats
+from sim.nodes.hamiplugin import DevicePlugin, Stats
 from sim.nodes.objects import ClusterSpec, build_cluster, parse_models, register_nodes
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ import yaml
 from app.core.nodelock import format_lock
 from app.devices import build_vendors
 from sim.kit.kube import Kube, node_path
-from sim.nodes.deviceplugin import Kubelets, PluginConfig
+from sim.nodes.kubelet import Kubelets, PluginConfig
 from sim.nodes.objects import ClusterSpec, build_cluster, node_object
 from sim.nodes.vendors import parse_vendors
 from sim.workload.report import summarize

@@ -16,7 +16,7 @@ from app.core.model import ContainerDevice, MigPlacement
 from app.devices.nvidia import keys
 from sim.kit import podutil
 from sim.kit.kube import Kube, node_path, pod_path
-from sim.nodes.deviceplugin import TO_ALLOCATE, AllocateError, DevicePlugin, Stats
+from sim.nodes.hamiplugin import TO_ALLOCATE, AllocateError, DevicePlugin, Stats
 from sim.nodes.migplugin import MigError, MigInstances
 from sim.nodes.objects import ClusterSpec, NodeSpec, build_cluster, parse_models, register_nodes
 

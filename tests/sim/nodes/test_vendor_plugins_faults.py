@@ -11,7 +11,7 @@ from typing import Any
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
 from sim.kit.kube import Kube, node_path, pod_path
-from sim.nodes.deviceplugin import Kubelets, PluginConfig
+from sim.nodes.kubelet import Kubelets, PluginConfig
 from sim.nodes.objects import build_cluster, register_nodes
 from sim.nodes.vendorplugins import ASSIGNED, DSMLU_LOCK, PROFILE, RELEASE_TRIES
 from sim.nodes.vendors import parse_vendors

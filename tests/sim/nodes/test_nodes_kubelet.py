@@ -13,7 +13,8 @@ from app.core import codec
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
 from sim.kit.kube import Kube, node_path, pod_path
-from sim.nodes.deviceplugin import TO_ALLOCATE, AllocateError, DevicePlugin, Kubelets, PluginConfig, Stats
+from sim.nodes.hamiplugin import TO_ALLOCATE, AllocateError, DevicePlugin, Stats
+from sim.nodes.kubelet import Kubelets, PluginConfig
 from sim.nodes.objects import ClusterSpec, build_cluster, register_nodes
 
 LOCK = "hami.io/mutex.lock"
