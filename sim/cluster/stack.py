@@ -25,7 +25,8 @@ from sim.cluster.image import BUILDAH, ImageRunner, container_process
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
 from sim.kit.kube import Kube, pool_manager
 from sim.kit.processes import ChildProcess, start_process
-from sim.nodes.vendors import TWO_BACKEND_SECTIONS, parse_vendors
+from sim.nodes.twobackends import TWO_BACKEND_SECTIONS
+from sim.nodes.vendors import parse_vendors
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable

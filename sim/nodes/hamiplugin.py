@@ -33,8 +33,8 @@ from sim.kit import podutil
 from sim.kit.kube import Kube, KubeError, node_path, pod_path
 from sim.nodes.migplugin import MigError, MigInstances
 from sim.nodes.objects import NodeSpec
+from sim.nodes.part import VendorPart
 from sim.nodes.vendorplugins import AllocateError
-from sim.nodes.vendors import VendorPart
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from typing import Any
 from app.core.codec import encode_register_json
 from app.core.model import DeviceInfo, MigPlacement, MigProfile
 from sim.kit.kube import Kube, KubeError, node_path
-from sim.nodes.vendors import PARTS, VendorPart
+from sim.nodes.part import VendorPart
+from sim.nodes.vendors import PARTS
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 GPU_RESOURCE = "nvidia.com/gpu"

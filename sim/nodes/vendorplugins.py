@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from sim.kit import podutil
 from sim.kit.kube import Kube, KubeError, node_path, pod_path
-from sim.nodes.vendors import VendorPart
+from sim.nodes.part import VendorPart
 
 Obj = dict[str, Any]
 ASSIGNED, PROFILE = "CAMBRICON_DSMLU_ASSIGNED", "CAMBRICON_DSMLU_PROFILE"

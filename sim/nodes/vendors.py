@@ -33,31 +33,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.codec import encode_register_json, encode_register_legacy
+from app.core.codec import encode_register_legacy
 from app.core.model import DeviceInfo
-
-
-@dataclass(frozen=True)
-class VendorPart:
-    """One vendor's share of a simulated node."""
-
-    kind: str
-    key: str  # the vendor key the scheduler uses
-    resource: str  # the count resource the kubelet allocates
-    devices: tuple[DeviceInfo, ...]
-    annotations: dict[str, str] = field(default_factory=dict)
-    capacity: dict[str, str] = field(default_factory=dict)
-    allocatable: dict[str, str] = field(default_factory=dict)
-    plugin: str = "hami"  # hami (lock + to-allocate), or a PLUGINS key of sim.nodes.vendorplugins
-    to_allocate: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
-    other_resources: tuple[str, ...] = ()  # more resources the same plugin allocates (neuroncore)
-
-
-REPORTED = "Reported_2026.01.01 00:00:00"  # the Ascend plugin's stamp (dots; HAMi never parses it)
+from sim.nodes.part import REPORTED, VendorPart, registered
+from sim.nodes.twobackends import (
+    enflame,
+    enflame_drs,
+    kunlun,
+    kunlun_vxpu,
+    metax,
+    metax_sgpu,
+)
 
 
 def _ascend(
@@ -181,43 +169,13 @@ def _awsneuron(node: str) -> VendorPart:
     )
 
 
-def _registered(
-    node: str,
-    kind: str,
-    key: str,
-    resource: str,
-    annotation: str,
-    devices: tuple[DeviceInfo, ...],
-    **extra: Any,
-) -> VendorPart:
-    """A vendor whose plugin registers JSON and follows HAMi's lock-and-to-allocate protocol."""
-    items = []
-    for d in devices:
-        item: dict[str, Any] = {"id": d.id, "index": d.index, "count": d.count, "devmem": d.devmem}
-        item.update({"devcore": d.devcore, "type": d.type, "mode": d.mode, "health": True})
-        if d.custom:
-            item["custominfo"] = dict(d.custom)
-        items.append({k: v for k, v in item.items() if v not in ("", 0) or k == "index"})
-    count = {resource: str(sum(d.count for d in devices))}
-    return VendorPart(
-        kind=kind,
-        key=key,
-        resource=resource,
-        devices=devices,
-        annotations={annotation: json.dumps(items, separators=(",", ":")), **extra},
-        capacity=count,
-        allocatable=count,
-        to_allocate=f"hami.io/{key.lower() if key == 'AMD' else key}-devices-to-allocate",
-    )
-
-
 def _amd(node: str) -> VendorPart:
     product = "AMD Instinct MI300X VF"
     devices = tuple(
         DeviceInfo(f"{node}-amd-{i}", i, 4, 196608, 304, product, 0, "hami-core", True, "AMD")
         for i in range(2)
     )
-    return _registered(node, "amd", "AMD", "amd.com/gpu", "hami.io/node-amd-register", devices)
+    return registered(node, "amd", "AMD", "amd.com/gpu", "hami.io/node-amd-register", devices)
 
 
 def _vastai(node: str) -> VendorPart:
@@ -238,7 +196,7 @@ def _vastai(node: str) -> VendorPart:
         for i in range(4)
     )
     handshake = {"hami.io/node-handshake-va": REPORTED}
-    return _registered(
+    return registered(
         node, "vastai", "Vastai", "vastaitech.com/va", "hami.io/node-va-register", devices, **handshake
     )
 
@@ -248,80 +206,8 @@ def _biren(node: str) -> VendorPart:
         DeviceInfo(f"{node}-biren-{i}", i, 2, 32768, 100, "Biren", 0, "", True, "Biren") for i in range(4)
     )
     handshake = {"hami.io/node-handshake-biren": REPORTED}
-    return _registered(
+    return registered(
         node, "biren", "Biren", "birentech.com/gpu", "hami.io/node-biren-register", devices, **handshake
-    )
-
-
-# --- end AWS Neuron, AMD, Vastai, Biren ---
-# --- Metax, Iluvatar, Kunlunxin, Enflame (vendors §2.4-2.9) ---
-
-
-def _capacity_part(
-    kind: str, key: str, resource: str, devices: tuple[DeviceInfo, ...], **kw: Any
-) -> VendorPart:
-    capacity = {resource: str(len(devices))}
-    return VendorPart(kind, key, resource, devices, capacity=capacity, allocatable=dict(capacity), **kw)
-
-
-def _metax(node: str) -> VendorPart:
-    devices = tuple(
-        DeviceInfo(f"{node}-metax-{i}", i, 1, 65536, 100, "Metax-GPU", 0, "", True, "Metax-GPU")
-        for i in range(4)
-    )
-    tables = {
-        "metax-tech.com/gpu.topology.losses": '{"1":0,"2":10,"3":40,"4":20}',
-        "metax-tech.com/gpu.topology.scores": '{"1":100,"2":90,"3":60,"4":80}',
-    }
-    return _capacity_part(
-        "metax",
-        "Metax-GPU",
-        "metax-tech.com/gpu",
-        devices,
-        annotations=tables,
-        to_allocate="hami.io/metax-gpu-devices-to-allocate",
-    )
-
-
-def _metax_sgpu(node: str) -> VendorPart:
-    zones = (1, 1, 2, 2)
-    devices = tuple(
-        DeviceInfo(
-            f"{node}-sgpu-{i}",
-            i,
-            16,
-            32768,
-            100,
-            "Metax-SGPU",
-            0,
-            "",
-            True,
-            "Metax-SGPU",
-            custom={"QosPolicy": "", "Model": "C500", "LinkZone": zone},
-        )
-        for i, zone in enumerate(zones)
-    )
-    register = [
-        {
-            "uuid": d.id,
-            "model": "C500",
-            "totalDevCount": 16,
-            "totalCompute": 100,
-            "totalVRam": 32768,
-            "numa": 0,
-            "healthy": True,
-            "linkZone": z,
-        }
-        for d, z in zip(devices, zones, strict=True)
-    ]
-    return VendorPart(
-        kind="metax-sgpu",
-        key="Metax-SGPU",
-        resource="metax-tech.com/sgpu",
-        devices=devices,
-        annotations={"metax-tech.com/node-gpu-devices": json.dumps(register, separators=(",", ":"))},
-        allocatable={"metax-tech.com/sgpu": str(16 * len(devices))},
-        to_allocate="hami.io/metax-sgpu-devices-to-allocate",
     )
 
 
@@ -341,79 +227,6 @@ def _iluvatar(node: str) -> VendorPart:
     )
 
 
-def _kunlun(node: str) -> VendorPart:
-    devices = tuple(
-        DeviceInfo(f"{node}-kunlun-{i}", i, 100, 98304, 100, "kunlun", int(i >= 4), "", True, "kunlun")
-        for i in range(8)
-    )
-    return _capacity_part("kunlun", "kunlun", "kunlunxin.com/xpu", devices, plugin="kunlun")
-
-
-def _kunlun_vxpu(node: str) -> VendorPart:
-    devices = tuple(
-        DeviceInfo(f"{node}-xpu-{i}", i, 4, 98304, 100, "XPU", 0, "", True, "XPU") for i in range(8)
-    )
-    return VendorPart(
-        kind="kunlun-vxpu",
-        key="XPU",
-        resource="kunlunxin.com/vxpu",
-        devices=devices,
-        annotations={"hami.io/node-register-xpu": encode_register_json(devices)},
-        allocatable={"kunlunxin.com/vxpu": "32"},
-        to_allocate="hami.io/xpu-devices-to-allocate",
-    )
-
-
-def _enflame(node: str) -> VendorPart:
-    devices = tuple(
-        DeviceInfo(f"{node}-GCU-{i}", i, 1, 100, 100, "GCU", 0, "", True, "GCU") for i in range(4)
-    )
-    return _capacity_part(
-        "enflame", "GCU", "enflame.com/gcu", devices, to_allocate="hami.io/enflame-gcu-devices-to-allocate"
-    )
-
-
-def _enflame_drs(node: str) -> VendorPart:
-    profiles = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
-    devices = tuple(
-        DeviceInfo(
-            f"{node}-enflame-drs-{i}",
-            i,
-            6,
-            40960,
-            100,
-            "Enflame",
-            0,
-            "",
-            True,
-            "Enflame",
-            custom={"minor": str(i), "index": str(i), "profiles": profiles, "maxSlice": 6},
-        )
-        for i in range(4)
-    )
-    capacity = {
-        "devices": [{"index": str(i), "minor": str(i), "capacity": 6} for i in range(4)],
-        "profiles": profiles,
-    }
-    return VendorPart(
-        kind="enflame-drs",
-        key="Enflame",
-        resource="enflame.com/drs-gcu",
-        devices=devices,
-        annotations={"enflame.com/gcu-drs-capacity": json.dumps(capacity, separators=(",", ":"))},
-        allocatable={"enflame.com/drs-gcu": "24"},
-        plugin="enflame-drs",
-    )
-
-
-# the device-config sections that enable Metax, Kunlunxin and Enflame, both backends each (the chart's values)
-TWO_BACKEND_SECTIONS: Mapping[str, Mapping[str, Any]] = {
-    "metax": {"resourceCountName": "metax-tech.com/gpu", "resourceVCountName": "metax-tech.com/sgpu"},
-    "kunlun": {"resourceCountName": "kunlunxin.com/xpu", "resourceVCountName": "kunlunxin.com/vxpu"},
-    "enflame": {"resourceNameGCU": "enflame.com/gcu"},
-}
-
-
 PARTS: Mapping[str, Callable[[str], VendorPart]] = {
     "ascend910b3": lambda node: _ascend(node, "Ascend910B3", 8, 4, 65536, 20, True),
     "ascend910c": lambda node: _ascend(node, "Ascend910C", 8, 4, 65536, 20, True),
@@ -425,13 +238,13 @@ PARTS: Mapping[str, Callable[[str], VendorPart]] = {
     "amd": _amd,
     "vastai": _vastai,
     "biren": _biren,
-    "metax": _metax,
-    "metax-sgpu": _metax_sgpu,
+    "metax": metax,
+    "metax-sgpu": metax_sgpu,
     "iluvatar": _iluvatar,
-    "kunlun": _kunlun,
-    "kunlun-vxpu": _kunlun_vxpu,
-    "enflame": _enflame,
-    "enflame-drs": _enflame_drs,
+    "kunlun": kunlun,
+    "kunlun-vxpu": kunlun_vxpu,
+    "enflame": enflame,
+    "enflame-drs": enflame_drs,
 }
 
 

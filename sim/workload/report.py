@@ -30,7 +30,7 @@ from app.core.model import ContainerDevice, ContainerDevices, DeviceInfo
 from app.devices import build_vendors
 from sim.kit import podutil
 from sim.nodes.objects import ZONE_LABEL
-from sim.nodes.vendors import TWO_BACKEND_SECTIONS
+from sim.nodes.twobackends import TWO_BACKEND_SECTIONS
 from sim.workload.devicerules import Holder, conflicts
 from sim.workload.mix import KIND_LABEL
 

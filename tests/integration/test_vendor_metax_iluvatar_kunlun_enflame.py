@@ -23,7 +23,8 @@ from test_vendor_mixed_cluster import (
 
 from app.devices import build_vendors
 from sim.nodes.objects import ClusterSpec, build_cluster
-from sim.nodes.vendors import TWO_BACKEND_SECTIONS, parse_vendors
+from sim.nodes.twobackends import TWO_BACKEND_SECTIONS
+from sim.nodes.vendors import parse_vendors
 from sim.workload.report import summarize
 
 pytestmark = pytest.mark.integration
