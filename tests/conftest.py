@@ -4,14 +4,17 @@
 start our worker and both Gunicorn servers from that built image instead of the checkout (sim.cluster.image),
 and tests/image (the image's own checks) is collected; without it a plain `pytest` (`make test`) leaves
 tests/image out: those checks need an image, and `make image` (which builds one) runs them. Named
-explicitly without the option, they fail saying so.
+explicitly without the option, they fail saying so. The header names the real control plane's version.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from sim.controlplane.binaries import VERSIONS_FILE, MissingBinaries, select, supported
 
 IMAGE_TESTS = Path(__file__).parent / "image"
 
@@ -23,6 +26,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IMAGE",
         help="run our containers from this built image (make image) in the real-control-plane suites",
     )
+
+
+def pytest_report_header() -> str:
+    """Which real control plane this session's `real` suites run (HAMI_KUBE_VERSION picks it)."""
+    try:
+        kube, etcd = select(supported(VERSIONS_FILE.read_text()), os.environ)
+    except MissingBinaries as exc:
+        return f"real control plane: {exc}"
+    return f"real control plane: kubernetes {kube}, etcd {etcd}"
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
