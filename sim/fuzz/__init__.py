@@ -1,6 +1,7 @@
 """`python -m sim fuzz`: bad inputs against the running service, with corrupt cluster state planted around it.
 
-- `run`: the command; `gen`: seeded bad requests; `raw`: whole requests as bytes (broken framing);
+- `run`: the command; `gen`: seeded bad requests (`jsonpath`: the place in a body it breaks); `raw`: whole
+  requests as bytes (broken framing);
 - `plant`: corrupt nodes and pods planted in the emulator; `hostile`: valid-looking bodies that name pods the
   caller has no business with; `judge`: what counts as a finding, and the tally.
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from sim.fuzz.jsonpath import delete_at, get_at, json_paths, set_at
 from sim.fuzz.raw import raw_request
 
 GPU, MEM, CORES = "nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"
@@ -72,35 +73,6 @@ class Case:
         body = "" if self.body is None else self.body[:limit].decode("utf-8", "backslashreplace")
         more = "" if self.body is None or len(self.body) <= limit else f"...(+{len(self.body) - limit} bytes)"
         return f"{self.method} {self.path[:120]} [{self.content_type}] {body}{more}"
-
-
-Path = tuple[str | int, ...]
-
-
-def json_paths(value: Any, prefix: Path = ()) -> list[Path]:
-    """Every path into a JSON value (objects and lists), the root excluded."""
-    found: list[Path] = []
-    items: list[tuple[str | int, Any]] = []
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, list):
-        items = list(enumerate(value))
-    for key, child in items:
-        found.append((*prefix, key))
-        found.extend(json_paths(child, (*prefix, key)))
-    return found
-
-
-def set_at(value: Any, path: Path, new: Any) -> None:
-    for key in path[:-1]:
-        value = value[key]
-    value[path[-1]] = new
-
-
-def delete_at(value: Any, path: Path) -> None:
-    for key in path[:-1]:
-        value = value[key]
-    del value[path[-1]]
 
 
 def _dumps(value: Any) -> bytes:
@@ -264,7 +236,7 @@ class Inputs:
     def unicode(self) -> Case:
         rng = self.rng
         path, body = self.template()
-        strings = [p for p in json_paths(body) if isinstance(_get(body, p), str)]
+        strings = [p for p in json_paths(body) if isinstance(get_at(body, p), str)]
         for target in rng.sample(strings, k=min(len(strings), rng.randint(1, 3))):
             set_at(body, target, rng.choice(ODD_TEXT) + rng.choice(["", "\ud800", "\udfff", "\u202e"]))
         if rng.random() < 0.3 and isinstance(body.get("Pod"), dict):
@@ -290,7 +262,7 @@ class Inputs:
         opener, closer = (b"[", b"]") if rng.random() < 0.5 else (b'{"a":', b"}")
         bomb = opener * depth + b"1" + closer * depth
         path, body = self.template()
-        targets = [p for p in json_paths(body) if isinstance(_get(body, p), dict | list)]
+        targets = [p for p in json_paths(body) if isinstance(get_at(body, p), dict | list)]
         if not targets or rng.random() < 0.2:
             return Case("deep-nesting", "POST", path, bomb)
         set_at(body, rng.choice(targets), BOMB)
@@ -396,9 +368,3 @@ class Inputs:
         """Bytes on a socket (method RAW): broken framing, truncated bodies, odd request lines, headers."""
         path, body = self.template()
         return Case("raw-http", "RAW", path, raw_request(self.rng, path, _dumps(body), self.max_body), None)
-
-
-def _get(value: Any, path: Path) -> Any:
-    for key in path:
-        value = value[key]
-    return value
