@@ -69,27 +69,43 @@ def node_capacity(
     return result
 
 
+def figures(c: VendorCapacity) -> dict[str, int]:
+    """One vendor's entry of the annotation."""
+    return {
+        "devices": c.devices,
+        "devicesFree": c.devices_free,
+        "memory": c.memory,
+        "memoryFree": c.memory_free,
+        "cores": c.cores,
+        "coresFree": c.cores_free,
+    }
+
+
 def as_json(capacity: NodeCapacity) -> dict[str, object]:
     """The annotation's document: `{"version": 1, "vendors": {"NVIDIA": {"devices": ..., ...}}}`."""
-    return {
-        "version": FORMAT_VERSION,
-        "vendors": {
-            vendor: {
-                "devices": c.devices,
-                "devicesFree": c.devices_free,
-                "memory": c.memory,
-                "memoryFree": c.memory_free,
-                "cores": c.cores,
-                "coresFree": c.cores_free,
-            }
-            for vendor, c in sorted(capacity.items())
-        },
-    }
+    return {"version": FORMAT_VERSION, "vendors": {v: figures(c) for v, c in sorted(capacity.items())}}
 
 
 def encode(capacity: NodeCapacity) -> str:
     """Canonical (sorted keys, no spaces): equal capacity gives the equal string."""
     return json.dumps(as_json(capacity), sort_keys=True, separators=(",", ":"))
+
+
+def published_state(published: str | None, vendor: str, capacity: VendorCapacity) -> str:
+    """How a node's annotation (`published`) agrees with `capacity` computed for `vendor`: "same",
+    "differs", "absent" (no annotation, or the vendor not in it) or "unreadable" (not this format)."""
+    if published is None:
+        return "absent"
+    try:
+        document = json.loads(published)
+        vendors = document["vendors"] if document.get("version") == FORMAT_VERSION else None
+    except (ValueError, TypeError, AttributeError, KeyError):
+        vendors = None
+    if not isinstance(vendors, dict):
+        return "unreadable"
+    if vendor not in vendors:
+        return "absent"
+    return "same" if figures(capacity) == vendors[vendor] else "differs"
 
 
 def changes(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, str | None]:

@@ -11,7 +11,7 @@ from core_builders import gpu
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.capacity import VendorCapacity, as_json, changes, encode, node_capacity
+from app.core.capacity import VendorCapacity, as_json, changes, encode, node_capacity, published_state
 from app.core.model import DeviceInfo, DeviceUse
 
 
@@ -180,3 +180,28 @@ def test_applying_the_changes_gives_the_wanted_annotations(
             result[node] = value
     assert result == wanted
     assert changes(wanted, wanted) == {}
+
+
+_NVIDIA = VendorCapacity(2, 1, 65536, 22768, 200, 70)
+
+
+@pytest.mark.parametrize(
+    ("published", "expected"),
+    [
+        pytest.param(None, "absent", id="no-annotation"),
+        pytest.param(encode({"NVIDIA": _NVIDIA}), "same", id="same"),
+        pytest.param(
+            encode({"NVIDIA": _NVIDIA, "AMDGPU": VendorCapacity(1)}), "same", id="other-vendor-ignored"
+        ),
+        pytest.param(
+            encode({"NVIDIA": dataclasses.replace(_NVIDIA, memory_free=0)}), "differs", id="differs"
+        ),
+        pytest.param(encode({"AMDGPU": _NVIDIA}), "absent", id="vendor-not-published"),
+        pytest.param("not json", "unreadable", id="not-json"),
+        pytest.param("[1]", "unreadable", id="not-an-object"),
+        pytest.param('{"version":2,"vendors":{}}', "unreadable", id="other-version"),
+        pytest.param('{"version":1,"vendors":[]}', "unreadable", id="vendors-not-an-object"),
+    ],
+)
+def test_published_state(published: str | None, expected: str) -> None:
+    assert published_state(published, "NVIDIA", _NVIDIA) == expected
