@@ -68,6 +68,8 @@ class CapacityPublisher:
         self._ledger = Ledger(settings.state_dir) if settings.publish_capacity else None
         self._usage = UsageView()
         self._echo: dict[str, tuple[str | None, float]] = {}  # node -> (value written, when)
+        # ((snapshot generation, ledger epoch, ledger seq), the values wanted then)
+        self._target: tuple[tuple[int, int, int], dict[str, str]] | None = None
 
     def close(self) -> None:
         if self._ledger is not None:
@@ -77,11 +79,7 @@ class CapacityPublisher:
         self, snapshot: Snapshot | None, nodes: Iterable[Mapping[str, Any]], leading: Callable[[], bool]
     ) -> int:
         """One round of writes (a few at a time); returns the number of PATCHes sent."""
-        if self._ledger is not None:
-            self._usage.refresh(self._ledger)
-            target = wanted(snapshot, self._usage)
-        else:
-            target = {}
+        target = self._wanted(self._ledger, snapshot) if self._ledger is not None else {}
         current = carried(nodes)
         writes = self._unechoed(capacity.changes(current, target), current)
         if not writes:
@@ -89,6 +87,14 @@ class CapacityPublisher:
         with ThreadPoolExecutor(max_workers=CONCURRENCY, thread_name_prefix="capacity") as pool:
             sent = list(pool.map(lambda item: self._write(item[0], item[1], leading), writes.items()))
         return sum(sent)
+
+    def _wanted(self, ledger: Ledger, snapshot: Snapshot | None) -> dict[str, str]:
+        """`wanted`, computed again only when the snapshot or the ledger moved (0.2 s at 5,000 nodes)."""
+        self._usage.refresh(ledger)
+        key = (snapshot.generation if snapshot is not None else 0, self._usage.epoch, self._usage.seq)
+        if self._target is None or self._target[0] != key:
+            self._target = (key, wanted(snapshot, self._usage))
+        return self._target[1]
 
     def _unechoed(self, writes: dict[str, str | None], current: Mapping[str, str]) -> dict[str, str | None]:
         """`writes` without those the informer has not echoed yet; forgets echoes that arrived or expired."""
