@@ -16,7 +16,7 @@ from app.core.model import DeviceInfo, DeviceUse
 
 
 def amd(uuid: str) -> DeviceInfo:
-    return dataclasses.replace(gpu(uuid, mem=65536), vendor="AMDGPU", type="AMD-MI300")
+    return dataclasses.replace(gpu(uuid, mem=65536), vendor="AMD", type="AMDGPU-MI300")
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def amd(uuid: str) -> DeviceInfo:
             (),
             {
                 "NVIDIA": VendorCapacity(1, 1, 32768, 32768, 100, 100),
-                "AMDGPU": VendorCapacity(1, 1, 65536, 0, 100, 0),
+                "AMD": VendorCapacity(1, 1, 65536, 0, 100, 0),
             },
             id="per-vendor",
         ),
@@ -94,12 +94,12 @@ def test_node_capacity(
 
 
 def test_encoding_is_the_documented_json_and_canonical() -> None:
-    capacity = {"NVIDIA": VendorCapacity(2, 1, 65536, 22768, 200, 70), "AMDGPU": VendorCapacity()}
+    capacity = {"NVIDIA": VendorCapacity(2, 1, 65536, 22768, 200, 70), "AMD": VendorCapacity()}
     value = encode(capacity)
     assert json.loads(value) == {
         "version": 1,
         "vendors": {
-            "AMDGPU": {
+            "AMD": {
                 "devices": 0,
                 "devicesFree": 0,
                 "memory": 0,
@@ -191,12 +191,12 @@ _NVIDIA = VendorCapacity(2, 1, 65536, 22768, 200, 70)
         pytest.param(None, "absent", id="no-annotation"),
         pytest.param(encode({"NVIDIA": _NVIDIA}), "same", id="same"),
         pytest.param(
-            encode({"NVIDIA": _NVIDIA, "AMDGPU": VendorCapacity(1)}), "same", id="other-vendor-ignored"
+            encode({"NVIDIA": _NVIDIA, "AMD": VendorCapacity(1)}), "same", id="other-vendor-ignored"
         ),
         pytest.param(
             encode({"NVIDIA": dataclasses.replace(_NVIDIA, memory_free=0)}), "differs", id="differs"
         ),
-        pytest.param(encode({"AMDGPU": _NVIDIA}), "absent", id="vendor-not-published"),
+        pytest.param(encode({"AMD": _NVIDIA}), "absent", id="vendor-not-published"),
         pytest.param("not json", "unreadable", id="not-json"),
         pytest.param("[1]", "unreadable", id="not-an-object"),
         pytest.param('{"version":2,"vendors":{}}', "unreadable", id="other-version"),
