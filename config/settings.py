@@ -135,6 +135,7 @@ class Settings:
     log_level: str = "INFO"
     decision_log: str = "INFO"  # level of the one-line-per-decision log (app/decisions.py); OFF: none
     legacy_metrics: bool = False  # HAMi's --legacy-metrics: also render its old gauge names
+    publish_capacity: bool = False  # the leader annotates nodes with hami.io/device-capacity (worker)
     webhook_trusted_users: tuple[str, ...] = ()
     inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
@@ -390,6 +391,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         log_level=_level(env, "HAMI_LOG_LEVEL", "INFO"),
         decision_log=_level(env, "HAMI_DECISION_LOG", "INFO", ("OFF",)),
         legacy_metrics=_bool(env, "HAMI_LEGACY_METRICS", False),
+        publish_capacity=_bool(env, "HAMI_PUBLISH_CAPACITY", False),
         webhook_trusted_users=trusted,
         inflight_ttl=_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds(),
         scheduler_role_label=_bool(

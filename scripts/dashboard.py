@@ -49,6 +49,14 @@ def per_device(metric: str, extra: str = "") -> str:
     return f"max by (node, device_uuid, device_index{extra}) ({metric}{{{NODE}}})"
 
 
+def free_by_node(used: str, limit: str) -> str:
+    """What is left per node: each device's limit less its allocation (never below 0), summed."""
+    return (
+        f"sum by (node) (clamp_min({per_device(limit, ', device_type')} - "
+        f"{per_device(used, ', device_type')}, 0))"
+    )
+
+
 def allocated_share(used: str, limit: str, by: str) -> str:
     return (
         f"sum by ({by}) ({per_device(used, ', device_type')}) / "
@@ -349,6 +357,24 @@ def build() -> dict[str, Any]:
         ],
         unit="percentunit",
         max_value=1,
+    )
+    capacity = (
+        "What is left per node: each device's limit less its allocation. The hami.io/device-capacity node "
+        "annotation (worker.publishCapacity) gives the same per vendor, leaving out unhealthy, cordoned and "
+        "fully shared devices (docs/registration.md)."
+    )
+    b.panel(
+        "Free GPU memory by node",
+        [q(free_by_node("hami_gpu_memory_allocated_bytes", "hami_gpu_memory_limit_bytes"), "{{node}}")],
+        unit="bytes",
+        width=12,
+        description=capacity,
+    )
+    b.panel(
+        "Free GPU cores by node",
+        [q(free_by_node("hami_gpu_core_allocated_ratio", "hami_gpu_core_limit_ratio"), "{{node}}")],
+        width=12,
+        description=capacity + " Cores in HAMi's units: 100 per whole card.",
     )
     b.panel(
         "Devices",

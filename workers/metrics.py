@@ -119,6 +119,12 @@ class WorkerMetrics:
             ["result"],
             registry=r,
         )
+        self.capacity_patches = Counter(
+            "hami_worker_capacity_patches",
+            "Capacity annotations (hami.io/device-capacity) written or removed, by result",
+            ["result"],
+            registry=r,
+        )
         self.ledger_drift = Counter(
             "hami_worker_ledger_drift", "Audits that found the ledger different from the API", registry=r
         )

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core import health
+from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.inventory import NodeUnregistered, decode_node, node_view
 from app.core.model import NodeDevices
 from app.core.quota import quota_limits
@@ -105,6 +106,7 @@ class Registrar:
         # decode_node never reads a handshake, which changes on every stamp and device-plugin report: not in
         # the cache key, or every handshake round re-decodes every node (~0.7 s per pass at 5,000 nodes)
         self._handshakes = frozenset(v.handshake_annotation for v in vendors if v.handshake_annotation)
+        self._handshakes |= {CAPACITY_ANNOTATION}  # ours, rewritten as usage moves; no vendor reads it
         self._reasons: dict[str, str] = {}
         self._seen: dict[str, float] = {}
         self._seen_lock = threading.Lock()

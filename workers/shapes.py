@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from app.core import podkeys
+from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.inventory import CORDON_ANNOTATION
 from app.core.nodelock import LOCK_ANNOTATION
 from app.core.vendor import Vendor, node_locks
@@ -85,12 +86,15 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
 
 def node_shape(vendors: Iterable[Vendor]) -> Shape:
     """Registration annotations, the node lock (for the leader's lock sweeper; `content` ignores it, as it
-    changes on every bind and no registration reads it), topology labels, the vendors' allocatable device
-    counts, and whatever else a vendor's discovery reads (`Vendor.reads`: annotations, labels, capacity)."""
+    changes on every bind and no registration reads it), our capacity annotation (the leader compares it
+    before writing it again; the work loop and the decode cache ignore it), topology labels, the vendors'
+    allocatable device counts, and whatever else a vendor's discovery reads (`Vendor.reads`: annotations,
+    labels, capacity)."""
     vendors = tuple(vendors)
     counts = {v.resources.count for v in vendors}
     annotations = {
         CORDON_ANNOTATION,
+        CAPACITY_ANNOTATION,  # the leader's own (workers/capacity.py): compared, never decoded
         *(spec.annotation for spec in node_locks(vendors)),
         *(k for v in vendors for k in v.reads.node_annotations),
     }

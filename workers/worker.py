@@ -12,7 +12,9 @@ loop does everything that takes long, in this order of priority:
    (debounced); followers publish their local snapshot too (the stateless webhook on every replica needs
    quota limits) but never write to the API;
 3. every ten seconds the ledger sweep, every five minutes the tombstone prune, and on the synced leader
-   every ten minutes an audit (a rebuild from a fresh list compared with the ledger; applied only on drift).
+   every ten minutes an audit (a rebuild from a fresh list compared with the ledger; applied only on drift);
+4. on the synced leader, every HAMI_REGISTRATION_INTERVAL, the capacity annotation (workers/capacity.py):
+   written where it changed, removed where HAMI_PUBLISH_CAPACITY is off.
 
 Every node write re-asks the elector first, so losing leadership stops them at once.
 """
@@ -27,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.inventory import node_name
 from app.core.vendor import node_locks
 from app.k8s import objects
@@ -38,6 +41,7 @@ from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
 from workers import roles, shapes
+from workers.capacity import CapacityPublisher
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
 from workers.handover import Handover
 from workers.handover import node_shape as handover_node_shape
@@ -88,7 +92,8 @@ class Worker:
         self._status_ledger = Ledger(settings.state_dir)
         vendors = settings.vendors
         self.locks = node_locks(vendors)  # the leader sweeps every one of them; /metrics shows their ages
-        self._lock_keys = frozenset(spec.annotation for spec in self.locks)
+        # what a node event may change without calling for a registration pass: the locks, our capacity
+        self._volatile_keys = frozenset(spec.annotation for spec in self.locks) | {CAPACITY_ANNOTATION}
         self.reconciler = Reconciler(
             self._reconcile_ledger,
             Rules(settings.counted.names, vendors, settings.inflight_ttl),
@@ -97,6 +102,7 @@ class Worker:
             on_rewrite=self.metrics.allocation_rewrites.inc,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
+        self.capacity = CapacityPublisher(kube, settings, clock, self.metrics.capacity_patches)
         self.state_metrics = StateMetrics(
             settings.state_dir,
             settings.state_metrics_interval,
@@ -201,7 +207,7 @@ class Worker:
             relevant |= (
                 old is None
                 or change.type == DELETED
-                or shapes.content(old, self._lock_keys) != shapes.content(change.obj, self._lock_keys)
+                or shapes.content(old, self._volatile_keys) != shapes.content(change.obj, self._volatile_keys)
             )
         if relevant:
             self._dirty.set()
@@ -256,6 +262,7 @@ class Worker:
         self.state_metrics.stop()
         self._reconcile_ledger.close()
         self._status_ledger.close()
+        self.capacity.close()
 
     def _loop(self) -> None:
         now = time.monotonic()
@@ -264,6 +271,7 @@ class Worker:
         locks = _Timer(self.settings.lock_sweep_interval, now)
         prune = _Timer(PRUNE_EVERY, now)
         audit = _Timer(AUDIT_EVERY, now)
+        capacity = _Timer(self.settings.registration_interval, now, first=0.0)
         synced_term = 0
         while not self._stop.is_set():
             self.status.alive()
@@ -283,6 +291,8 @@ class Worker:
                     self.handover.step(own[0] if own else None, bool(term))
                 if term and term == synced_term and locks.fire(time.monotonic()):
                     self._sweep_locks(term)
+                if term and term == synced_term and capacity.fire(time.monotonic()):
+                    self._publish_capacity(term)
             except Exception:
                 logger.exception("work loop step failed; retrying")
                 self._stop.wait(min(self.settings.leader.retry_period, 2.0))
@@ -367,6 +377,10 @@ class Worker:
             self.metrics.handshakes.labels("error").inc()
             if not exc.not_found:
                 logger.warning("handshake patch failed", extra={"node": stamp.node, "error": exc.message})
+
+    def _publish_capacity(self, term: int) -> None:
+        leading = self.status.leading_term
+        self.capacity.step(self.registrar.last, self.nodes.items(), lambda: leading() == term)
 
     def _sweep_locks(self, term: int) -> None:
         def leading() -> bool:

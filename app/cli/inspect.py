@@ -4,8 +4,10 @@ cluster summary.
 
 Reads a live cluster (read-only), a `kubectl get nodes,pods,resourcequotas -A -o json` dump or a replica's
 /debug/state (app/cli/sources.py), builds the vendor-neutral view (app/core/allocation.py) and prints it as
-a table (`-o text`, default), a wider table with per-pod amounts, states and schedulers (`-o wide`), or
-JSON (`-o json`; memory in MiB as in HAMi's annotations).
+a table (`-o text`, default), a wider table with per-pod amounts, states and schedulers and each node's
+capacity per vendor (`-o wide`), or JSON (`-o json`; memory in MiB as in HAMi's annotations). The capacity is
+what the leader's `hami.io/device-capacity` annotation says when `worker.publishCapacity` is on (the same
+function, app/core/capacity.py), shown next to whether the node's annotation agrees.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any
 from app.cli import tables
 from app.cli.common import CliError, dump_json, load_vendors
 from app.cli.sources import Loaded, fetch_state, from_cluster, from_dump, from_state
-from app.core import allocation
-from app.core.allocation import ClusterView, DeviceView, Share, Totals
+from app.core import allocation, capacity
+from app.core.allocation import ClusterView, DeviceView, NodeView, Share, Totals
+from app.core.capacity import VendorCapacity
 
 EXAMPLE = """examples:
   hami-scheduler inspect                                   # the cluster of the current kubeconfig context
@@ -152,6 +155,32 @@ def _node_rows(view: ClusterView, wide: bool, ascii: bool) -> list[list[str]]:
     return rows
 
 
+def _capacity(node: NodeView) -> dict[str, VendorCapacity]:
+    """The node's capacity per vendor, as the capacity annotation computes it (missing devices left out)."""
+    known = [d for d in node.devices if not d.missing]
+    uses = {d.info.id: d.used for d in known}
+    return capacity.node_capacity(
+        (d.info for d in known), uses, frozenset(d.info.id for d in known if d.cordoned)
+    )
+
+
+def _capacity_rows(view: ClusterView) -> list[list[str]]:
+    rows = []
+    for node in view.nodes:
+        for vendor, c in _capacity(node).items():
+            rows.append(
+                [
+                    node.name,
+                    vendor or "-",
+                    f"{c.devices_free}/{c.devices}",
+                    f"{tables.mib(c.memory_free)}/{tables.mib(c.memory)}",
+                    f"{c.cores_free}/{c.cores}",
+                    capacity.published_state(node.published, vendor, c),
+                ]
+            )
+    return rows
+
+
 def _attention(view: ClusterView) -> list[list[str]]:
     rows = []
     for node in view.nodes:
@@ -184,6 +213,9 @@ def render(view: ClusterView, loaded: Loaded, *, wide: bool = False, ascii: bool
     ]
     if locks:
         parts.append("LOCKS\n" + tables.table(["NODE", "ANNOTATION", "HOLDER", "AGE", "VALUE"], locks))
+    if wide and (rows := _capacity_rows(view)):
+        headers = ["NODE", "VENDOR", "DEVICES FREE", "MEMORY FREE", "CORES FREE", "ANNOTATION"]
+        parts.append("CAPACITY\n" + tables.table(headers, rows))
     attention = _attention(view)
     if attention:
         parts.append("NODES\n" + tables.table(["NODE", "CONDITION"], attention))
@@ -218,6 +250,15 @@ def _totals(t: Totals) -> dict[str, Any]:
         "cores": {"used": t.cores_used, "total": t.cores},
         "slots": {"used": t.slots_used, "total": t.slots},
     }
+
+
+def _capacity_json(node: NodeView) -> dict[str, Any]:
+    """Per vendor the annotation's figures (`devices`, `memoryFree`, ...) and whether the node's agrees."""
+    found = {}
+    for vendor, c in _capacity(node).items():
+        state = capacity.published_state(node.published, vendor, c)
+        found[vendor] = {**capacity.figures(c), "annotation": state}
+    return found
 
 
 def to_json(view: ClusterView, loaded: Loaded) -> dict[str, Any]:
@@ -265,6 +306,7 @@ def to_json(view: ClusterView, loaded: Loaded) -> dict[str, Any]:
                 "unusable": node.unusable,
                 "locks": locks,
                 "devices": devices,
+                "capacity": _capacity_json(node),
             }
         )
     s = view.summary

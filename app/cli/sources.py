@@ -27,6 +27,7 @@ from typing import Any
 from app.cli.common import CliError, load_cluster
 from app.core import podkeys, pods
 from app.core.allocation import Holding, NodeFacts
+from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.codec import CodecError
 from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
 from app.core.model import DeviceInfo, DeviceUse, NodeDevices
@@ -66,7 +67,8 @@ def from_objects(
             if str(exc) == "no device registration" and not locks:
                 continue  # not a device node
             devices, unusable = None, str(exc)
-        loaded.nodes.append(NodeFacts(name, devices, unusable, cordoned, locks))
+        published = annotations.get(CAPACITY_ANNOTATION)
+        loaded.nodes.append(NodeFacts(name, devices, unusable, cordoned, locks, published))
     for pod in pod_list:
         stray = podkeys.unaccounted(pods.annotations_of(pod), vendors)
         if stray:

@@ -44,6 +44,7 @@ class NodeFacts:
     unusable: str = ""  # why the node's registration cannot be used ("" when it simply has none)
     cordoned: bool = False  # spec.unschedulable
     locks: Mapping[str, str] = field(default_factory=dict)  # lock annotation key -> value
+    published: str | None = None  # the leader's hami.io/device-capacity annotation (app/core/capacity.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ class NodeView:
     unusable: str = ""
     cordoned: bool = False
     locks: tuple[LockView, ...] = ()
+    published: str | None = None  # NodeFacts.published
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,7 @@ def build(nodes: Iterable[NodeFacts], holdings: Iterable[Holding], now: datetime
             f.unusable,
             f.cordoned,
             tuple(_lock(key, value, now) for key, value in sorted(f.locks.items())),
+            f.published,
         )
         for f in facts
     )

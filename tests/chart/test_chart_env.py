@@ -82,6 +82,7 @@ WORKER_ONLY = {
     "HAMI_REGISTRATION_INTERVAL": "15s",
     "HAMI_INFLIGHT_TTL": "60s",
     "HAMI_SCHEDULER_ROLE_LABEL": "true",
+    "HAMI_PUBLISH_CAPACITY": "false",
     "HAMI_LEGACY_METRICS": "false",
     **NODE,
     "PROMETHEUS_MULTIPROC_DIR": "/tmp",
@@ -234,6 +235,9 @@ def test_common_setting_reaches_both_processes(
             "HAMI_SCHEDULER_ROLE_LABEL",
             "false",
             id="role-label",
+        ),
+        pytest.param(
+            {"worker.publishCapacity": True}, "worker", "HAMI_PUBLISH_CAPACITY", "true", id="publish-capacity"
         ),
         pytest.param(
             {

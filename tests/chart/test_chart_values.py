@@ -75,6 +75,7 @@ def test_schema_is_draft_07_and_closed() -> None:
         pytest.param(
             {"adoptSchedulerNames": "hami-scheduler"}, "/adoptSchedulerNames", id="adopt-not-a-list"
         ),
+        pytest.param({"worker.publishCapacity": "yes"}, "/worker/publishCapacity", id="capacity-not-a-bool"),
         pytest.param({"webhhook": {}}, "webhhook", id="typo-top-level"),
         pytest.param({"extender.prot": 8443}, "prot", id="typo-nested"),
     ],

@@ -5,9 +5,9 @@ by `make kube`; `make test` builds them first).
   are missing, so CI cannot pass without running them.
 - `real_cluster` (module): a whole stack on the real control plane (`sim.cluster.harness.running_cluster`): 4
   nodes x 8 GPUs, the first A100 node in MIG mode, one replica of our worker + Gunicorn configured from the
-  chart, the chart's webhook and the real kube-scheduler. Yields the `sim.cluster.stack.Stack` (`.kube` admin
-  client, `.control_plane`, `.service_url`, `.http` trusting the chart's CA). Every process is stopped when
-  the module's tests are done, also on failure.
+  chart (`worker.publishCapacity` on), the chart's webhook and the real kube-scheduler. Yields the
+  `sim.cluster.stack.Stack` (`.kube` admin client, `.control_plane`, `.service_url`, `.http` trusting the
+  chart's CA). Every process is stopped when the module's tests are done, also on failure.
 
 Other suites that want the real control plane use `sim.cluster.harness.running_cluster(workdir, "real",
 options)` directly (see docs/real-control-plane.md).
@@ -36,6 +36,7 @@ def real_binaries() -> binaries.Binaries:
 def real_cluster(
     real_binaries: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    options = ClusterOptions(nodes=4, gpus_per_node=8, mig_nodes=1, zones=2)
+    values = {"worker": {"publishCapacity": True}}
+    options = ClusterOptions(nodes=4, gpus_per_node=8, mig_nodes=1, zones=2, chart_values=values)
     with running_cluster(tmp_path_factory.mktemp("real-cluster"), "real", options) as stack:
         yield stack

@@ -1,10 +1,12 @@
 """The harness on the real control plane: a GPU pod created with the real kubectl goes through the chart's
 webhook and the real kube-scheduler with our extender, gets HAMi's annotations, the simulated device plugin
 takes and releases the node lock, and a deletion completes (the fake kubelet finishes it). The chart's RBAC
-is what the API server enforces for our ServiceAccount's user."""
+is what the API server enforces for our ServiceAccount's user. With `worker.publishCapacity` the leader's
+capacity annotation is on every GPU node and node status stays the kubelet's."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -96,3 +98,19 @@ def test_the_api_server_enforces_the_charts_rbac_for_our_service_account(real_cl
         assert denied.value.status == 403
     finally:
         ours.close()
+
+
+def test_the_capacity_annotation_is_on_every_gpu_node_and_status_untouched(real_cluster: Stack) -> None:
+    def annotated() -> list[dict[str, Any]] | None:
+        nodes = real_cluster.kube.list("/api/v1/nodes")[1]
+        values = [(n["metadata"].get("annotations") or {}).get("hami.io/device-capacity") for n in nodes]
+        return nodes if len(nodes) == 4 and all(values) else None
+
+    for node in wait_for(annotated, 30.0, "the capacity annotation on the 4 GPU nodes"):
+        figures = json.loads(node["metadata"]["annotations"]["hami.io/device-capacity"])["vendors"]["NVIDIA"]
+        assert (figures["devices"], figures["cores"]) == (8, 800), node["metadata"]["name"]
+        assert 0 <= figures["memoryFree"] <= figures["memory"] and 0 <= figures["coresFree"] <= 800
+        status = node.get("status") or {}
+        for field in ("capacity", "allocatable"):
+            names = set(status.get(field) or {})
+            assert not names & {"nvidia.com/gpumem", "nvidia.com/gpucores", "hami.io/gpumem"}, names
