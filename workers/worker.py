@@ -38,6 +38,7 @@ from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
 from workers import roles, shapes
+from workers.dra import DraCheck, registered_nodes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
 from workers.handover import Handover
 from workers.handover import node_shape as handover_node_shape
@@ -97,6 +98,7 @@ class Worker:
             on_rewrite=self.metrics.allocation_rewrites.inc,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
+        self.dra = DraCheck(kube, vendors, self._reconcile_ledger, self.metrics, clock)
         self.state_metrics = StateMetrics(
             settings.state_dir,
             settings.state_metrics_interval,
@@ -342,6 +344,7 @@ class Worker:
         if result.published is not None:
             self.status.published(result.published.generation)
             self.status.wake()
+        self.dra.run(registered_nodes(self.registrar.last))
         return result
 
     def _write_nodes(self, term: int, stamps: Sequence[Stamp]) -> None:
