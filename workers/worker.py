@@ -10,7 +10,7 @@ loop does everything that takes long, in this order of priority:
    write the handshakes and role labels that pass called for;
 2. a registration pass, every HAMI_REGISTRATION_INTERVAL or shortly after a node or quota change
    (debounced); followers publish their local snapshot too (the stateless webhook on every replica needs
-   quota limits) but never write to the API;
+   quota limits) but never write to the API; each pass ends with the DRA check (workers/dra.py);
 3. every ten seconds the ledger sweep, every five minutes the tombstone prune, and on the synced leader
    every ten minutes an audit (a rebuild from a fresh list compared with the ledger; applied only on drift).
 

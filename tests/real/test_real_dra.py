@@ -1,5 +1,6 @@
 """DRA side by side on the real control plane (kube-apiserver and kube-scheduler 1.37: resource.k8s.io/v1 and
-DRAExtendedResource GA; docs/compatibility.md).
+DRAExtendedResource GA; docs/compatibility.md). On 1.34 (HAMI_KUBE_VERSION=1.34) the gate is alpha and off:
+the API server drops `extendedResourceName`, nothing collides, and the test checks that pods still place.
 
 One cluster, two nodes of two GPUs registered by the simulated HAMi device plugin. Then, as an operator
 installing a DRA driver next to us would:
@@ -39,6 +40,7 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 DRA_NODE, PLAIN_NODE = "gpu-node-01", "gpu-node-02"
 CLASS = "gpu.nvidia.com"
 UNMUTATED = "kube-system"  # the chart's webhook never intercepts it: a pod keeps exactly what it asks
+PASS = 2.0  # the harness's HAMI_REGISTRATION_INTERVAL: the worker checks DRA after every pass
 READ_AGE = MAX_AGE + 0.5  # the worker's gauge is set after the ledger row; Gunicorn re-reads it this soon
 
 
@@ -126,6 +128,14 @@ def test_dra_devices_and_extended_resource_names_are_refused(real_binaries: obje
 
         # 2. a DeviceClass serving nvidia.com/gpu: the webhook warns, /filter refuses the pod on every node
         kube.create(f"{RESOURCE}/deviceclasses", device_class())
+        if "extendedResourceName" not in kube.get(f"{RESOURCE}/deviceclasses/{CLASS}")["spec"]:
+            # 1.34: DRAExtendedResource is alpha and off, the API server drops the field and kube-scheduler
+            # serves no extended resource by DRA: nothing collides, our pods are placed as before
+            time.sleep(2 * PASS + READ_AGE)
+            assert "hami_worker_dra_collisions{" not in gauges()
+            assert create_pod(stack, gpu_pod("placed-2")) == ""
+            assert wait_for(lambda: bound("placed-2"), 60, "placed-2 bound") == PLAIN_NODE
+            return
         collided = 'hami_worker_dra_collisions{resource="nvidia.com/gpu",vendor="NVIDIA"} 1.0'
         wait_for(lambda: collided in gauges(), 30, "the collision seen")
         time.sleep(READ_AGE)
