@@ -21,26 +21,34 @@ pytestmark = pytest.mark.integration
 
 DRA_NODE, PLAIN_NODE = "gpu-dra", "gpu-plain"
 CLASS = "gpu.nvidia.com"
-DEVICE_CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": CLASS},
-    "spec": {
-        "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
-        "extendedResourceName": "nvidia.com/gpu",
-    },
-}
-RESOURCE_SLICE = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "ResourceSlice",
-    "metadata": {"name": f"{DRA_NODE}-gpu.nvidia.com"},
-    "spec": {
-        "driver": "gpu.nvidia.com",
-        "nodeName": DRA_NODE,
-        "pool": {"name": DRA_NODE, "generation": 1, "resourceSliceCount": 1},
-        "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
-    },
-}
+
+
+def device_class(name: str = CLASS, resource: str = "nvidia.com/gpu") -> dict[str, Any]:
+    """A DeviceClass of NVIDIA's DRA driver serving `resource` (KEP-5004); also used by tests/real."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {
+            "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
+            "extendedResourceName": resource,
+        },
+    }
+
+
+def resource_slice(node: str, devices: int = 2) -> dict[str, Any]:
+    """The node-local ResourceSlice NVIDIA's DRA driver would publish for `node`'s GPUs."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpu.nvidia.com"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}"} for i in range(devices)],
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +95,7 @@ def test_without_dra_objects_nothing_is_refused(service: Any, cluster: Any, wait
 def test_a_node_whose_gpus_are_dra_devices_is_refused(
     service: Any, cluster: Any, emulator: Any, wait_for: Any
 ) -> None:
-    emulator.seed([RESOURCE_SLICE])
+    emulator.seed([resource_slice(DRA_NODE)])
     wait_for(lambda: _dra(service)["overlaps"], 15, "the overlap published")
     assert _dra(service)["overlaps"] == [{"node": DRA_NODE, "drivers": ["gpu.nvidia.com"], "devices": 2}]
     result = _filter(service, cluster, "overlap-0", wait_for, lambda r: r["FailedAndUnresolvableNodes"])
@@ -103,7 +111,7 @@ def test_a_node_whose_gpus_are_dra_devices_is_refused(
 def test_a_resource_served_by_a_device_class_is_refused_and_warned(
     service: Any, cluster: Any, emulator: Any, wait_for: Any
 ) -> None:
-    emulator.seed([DEVICE_CLASS])
+    emulator.seed([device_class()])
     wait_for(lambda: _dra(service)["collisions"], 15, "the collision published")
     result = _filter(service, cluster, "collided-0", wait_for, lambda r: not r["NodeNames"])
     assert result["Error"] == "" and not result["NodeNames"]

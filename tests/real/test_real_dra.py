@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_dra_side_by_side import CLASS, device_class, resource_slice
 
 from app.state.drafacts import MAX_AGE
 from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
@@ -38,36 +39,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.real]
 REPO = Path(__file__).resolve().parents[2]
 RESOURCE = "/apis/resource.k8s.io/v1"
 DRA_NODE, PLAIN_NODE = "gpu-node-01", "gpu-node-02"
-CLASS = "gpu.nvidia.com"
 UNMUTATED = "kube-system"  # the chart's webhook never intercepts it: a pod keeps exactly what it asks
 PASS = 2.0  # the harness's HAMI_REGISTRATION_INTERVAL: the worker checks DRA after every pass
 READ_AGE = MAX_AGE + 0.5  # the worker's gauge is set after the ledger row; Gunicorn re-reads it this soon
-
-
-def device_class() -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": CLASS},
-        "spec": {
-            "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
-            "extendedResourceName": "nvidia.com/gpu",
-        },
-    }
-
-
-def resource_slice() -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{DRA_NODE}-gpu.nvidia.com"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": DRA_NODE,
-            "pool": {"name": DRA_NODE, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"gpu-{i}"} for i in range(2)],
-        },
-    }
 
 
 def gpu_pod(name: str, limits: dict[str, str] | None = None) -> dict[str, Any]:
@@ -114,7 +88,7 @@ def test_dra_devices_and_extended_resource_names_are_refused(real_binaries: obje
         wait_for(lambda: "hami_worker_dra_available 1.0" in gauges(), 30, "the worker's DRA check")
 
         # 1. gpu-node-01's GPUs published as DRA devices: that node is refused, the pods bind on the other
-        kube.create(f"{RESOURCE}/resourceslices", resource_slice())
+        kube.create(f"{RESOURCE}/resourceslices", resource_slice(DRA_NODE))
         wait_for(lambda: "hami_worker_dra_overlapping_nodes 1.0" in gauges(), 30, "the overlap seen")
         time.sleep(READ_AGE)
         for i in range(2):
