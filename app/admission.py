@@ -6,11 +6,13 @@ keeps pod creation working during a failover (HAMi #1954).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from app.context import Context
-from app.core import quota
+from app.core import dra, quota
 from app.core.admission import AdmissionSettings, admit
+from app.core.adoption import scheduler_of
 from app.core.bindingrule import BINDING, review_binding
 from app.core.review import AdmissionInput, AdmissionOutcome
 
@@ -30,7 +32,18 @@ def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:
     namespace = request.namespace or _namespace(request.pod)
     limits = snapshot.quota_limits.get(namespace, {}) if snapshot else {}
     view = quota.build_view({namespace: limits}, {namespace: context.usage.quota_used(namespace)})
-    return admit(request, settings_for(context), context.settings.vendors, view)
+    outcome = admit(request, settings_for(context), context.settings.vendors, view)
+    return _warn_dra(context, outcome)
+
+
+def _warn_dra(context: Context, outcome: AdmissionOutcome) -> AdmissionOutcome:
+    """Admitted for our scheduler while a DeviceClass serves a name it asks for: say so (app/drafilter.py
+    will refuse it); the pod is admitted all the same, as HAMi would."""
+    pod = outcome.pod
+    if not outcome.allowed or pod is None or scheduler_of(pod) != context.settings.scheduler_name:
+        return outcome
+    warning = dra.pod_warning(context.dra(), pod)
+    return dataclasses.replace(outcome, warnings=(*outcome.warnings, warning)) if warning else outcome
 
 
 def _namespace(pod: Any) -> str:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from app.allocwrite import AllocationWriter
+from app.core.dra import DraFacts
 from app.k8s.client import Kube
 from app.k8s.events import EventRecorder
+from app.state.drafacts import DraReader
 from app.state.fastpath import FastPath
 from app.state.inventory import InventoryCache
 from app.state.ledger import Ledger
@@ -37,6 +39,7 @@ class Context:
     clock: Callable[[], float] = time.time
     fastpath: FastPath = field(default_factory=FastPath)
     _status: tuple[float, ReplicaStatus] | None = field(default=None, repr=False)
+    _dra: DraReader | None = field(default=None, repr=False)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -48,6 +51,12 @@ class Context:
             cached = (now, ReplicaStatus.from_rows(self.ledger.status()))
             self._status = cached
         return cached[1]
+
+    def dra(self) -> DraFacts:
+        """What the registration worker found of DRA serving our names and nodes (app/state/drafacts.py)."""
+        if self._dra is None:
+            self._dra = DraReader(self.ledger)
+        return self._dra.current()
 
     def warm(self) -> None:
         """Load now what the first filter would otherwise load: the inventory, the usage view and the fast

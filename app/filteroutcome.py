@@ -15,6 +15,7 @@ class FilterOutcome:
     node_names: list[str] | None = None
     nodes: list[dict[str, Any]] | None = None
     failed: Mapping[str, str] | None = None
+    unresolvable: Mapping[str, str] | None = None  # FailedAndUnresolvableNodes: preemption cannot help
     error: str = ""
     denial: str = ""  # a short reason label for metrics when the pod was not placed
     phases: dict[str, float] = field(default_factory=dict)

@@ -142,6 +142,21 @@ class WorkerMetrics:
             buckets=_SWEEP_BUCKETS,
             registry=r,
         )
+        # DRA side by side (workers/dra.py, docs/compatibility.md); the alert HamiSchedulerDraCollision.
+        self.dra_available = Gauge(
+            "hami_worker_dra_available", "1 while the cluster serves resource.k8s.io/v1", registry=r
+        )
+        self.dra_collisions = Gauge(
+            "hami_worker_dra_collisions",
+            "DeviceClasses serving a resource name we manage (extendedResourceName), by resource",
+            ["resource", "vendor"],
+            registry=r,
+        )
+        self.dra_overlapping_nodes = Gauge(
+            "hami_worker_dra_overlapping_nodes",
+            "Registered nodes whose GPUs a DRA driver also publishes in ResourceSlices (refused by /filter)",
+            registry=r,
+        )
 
 
 def parse_bind(bind: str) -> tuple[str, int]:

@@ -10,7 +10,7 @@ loop does everything that takes long, in this order of priority:
    write the handshakes and role labels that pass called for;
 2. a registration pass, every HAMI_REGISTRATION_INTERVAL or shortly after a node or quota change
    (debounced); followers publish their local snapshot too (the stateless webhook on every replica needs
-   quota limits) but never write to the API;
+   quota limits) but never write to the API; each pass ends with the DRA check (workers/dra.py);
 3. every ten seconds the ledger sweep, every five minutes the tombstone prune, and on the synced leader
    every ten minutes an audit (a rebuild from a fresh list compared with the ledger; applied only on drift);
 4. on the synced leader, every HAMI_REGISTRATION_INTERVAL, the capacity annotation (workers/capacity.py):
@@ -42,6 +42,7 @@ from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
 from workers import roles, shapes
 from workers.capacity import CapacityPublisher
+from workers.dra import DraCheck, registered_nodes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
 from workers.handover import Handover
 from workers.handover import node_shape as handover_node_shape
@@ -103,6 +104,7 @@ class Worker:
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
         self.capacity = CapacityPublisher(kube, settings, clock, self.metrics.capacity_patches)
+        self.dra = DraCheck(kube, vendors, self._reconcile_ledger, self.metrics, clock)
         self.state_metrics = StateMetrics(
             settings.state_dir,
             settings.state_metrics_interval,
@@ -352,6 +354,7 @@ class Worker:
         if result.published is not None:
             self.status.published(result.published.generation)
             self.status.wake()
+        self.dra.run(registered_nodes(self.registrar.last))
         return result
 
     def _write_nodes(self, term: int, stamps: Sequence[Stamp]) -> None:

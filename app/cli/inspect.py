@@ -16,7 +16,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from app.cli import tables
+from app.cli import drasection, tables
 from app.cli.common import CliError, dump_json, load_vendors
 from app.cli.sources import Loaded, fetch_state, from_cluster, from_dump, from_state
 from app.core import allocation, capacity
@@ -235,6 +235,8 @@ def render(view: ClusterView, loaded: Loaded, *, wide: bool = False, ascii: bool
         + "\n"
         + tables.table(["VENDOR", "DEVICES", "MEMORY", "CORES", "SLOTS"], vendors)
     )
+    if loaded.dra is not None:
+        parts.append(drasection.render(loaded.dra))
     if loaded.problems:
         parts.append("PROBLEMS\n" + "\n".join(loaded.problems))
     return "\n\n".join(parts)
@@ -325,4 +327,5 @@ def to_json(view: ClusterView, loaded: Loaded) -> dict[str, Any]:
             "by_vendor": {vendor: _totals(t) for vendor, t in s.by_vendor.items()},
         },
         "problems": loaded.problems,
+        "dra": drasection.to_json(loaded.dra) if loaded.dra is not None else None,
     }

@@ -6,6 +6,8 @@
 - `--url URL`: a replica's `GET /debug/state?all=true` — what that replica's cache and ledger believe
   (assumed and confirmed reservations included), without node locks or cordons (not in its cache).
 
+Live and `--url` also say which of our resource names and nodes DRA serves (app/cli/drasection.py).
+
 The first two decode nodes and pods with the same core functions the scheduler uses
 (`app.core.inventory.decode_node`, `app.core.reservations.reservation_from_pod`, for every vendor), so
 the view shows the allocations the scheduler counts. Pods of any scheduler that carry an allocation count,
@@ -24,11 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.cli import drasection
 from app.cli.common import CliError, load_cluster
 from app.core import podkeys, pods
 from app.core.allocation import Holding, NodeFacts
 from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.codec import CodecError
+from app.core.dra import DraFacts
 from app.core.inventory import NodeUnregistered, decode_node, node_annotations, node_name
 from app.core.model import DeviceInfo, DeviceUse, NodeDevices
 from app.core.nodelock import BIND_PHASE
@@ -47,6 +51,7 @@ class Loaded:
     holdings: list[Holding] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     source: str = ""
+    dra: DraFacts | None = None  # DRA serving our names or nodes (app/cli/drasection.py); None: not read
 
 
 def from_objects(
@@ -122,6 +127,7 @@ def from_dump(path: str, vendors: Sequence[Vendor]) -> Loaded:
 def from_cluster(kubeconfig: str, vendors: Sequence[Vendor]) -> Loaded:
     # Imported here: building the client is only needed for this source, and it is the slowest import.
     from app.k8s.client import connect
+    from app.k8s.dra import list_dra
     from app.k8s.errors import ApiError
     from app.k8s.watching import Target, list_objects
 
@@ -129,14 +135,23 @@ def from_cluster(kubeconfig: str, vendors: Sequence[Vendor]) -> Loaded:
         kube = connect(kubeconfig)
     except Exception as exc:
         raise CliError(f"cannot build a Kubernetes client: {exc}") from None
+    dra_problem = ""
     try:
         nodes, _ = list_objects(kube, Target("nodes"), dict)
         pod_list, _ = list_objects(kube, Target("pods"), dict)
+        try:
+            dra_lists = list_dra(kube)
+        except ApiError as exc:
+            dra_lists, dra_problem = None, f"DRA objects not readable: {exc.message}"
     except ApiError as exc:
         raise CliError(f"cannot list nodes and pods: {exc.message}") from None
     finally:
         kube.close()
     loaded = from_objects(nodes, pod_list, vendors)
+    if dra_problem:
+        loaded.problems.append(dra_problem)
+    else:
+        loaded.dra = drasection.live(dra_lists, vendors, [n.name for n in loaded.nodes])
     loaded.source = f"cluster {kube.api.configuration.host}"
     return loaded
 
@@ -208,4 +223,5 @@ def from_state(state: Any, url: str) -> Loaded:
                 loaded.holdings.append(Holding(str(r["uid"]), namespace, pod, name, uses, str(r["state"])))
     except (KeyError, TypeError, ValueError) as exc:
         raise CliError(f"{url}: unexpected /debug/state content ({type(exc).__name__}: {exc})") from None
+    loaded.dra = drasection.from_state(state)
     return loaded

@@ -199,3 +199,8 @@ def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def resource_version(obj: Mapping[str, Any]) -> str:
     return str(metadata_of(obj).get("resourceVersion") or "")
+
+
+def get_json(kube: Kube, path: str) -> dict[str, Any]:
+    """GET an API path (a list, an object) as JSON, through the same pool and credentials as the rest."""
+    return _object(_call(kube, "GET", path))

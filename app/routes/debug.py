@@ -3,7 +3,7 @@
 Without `node`: counts and the replica status. With `node`: its registered devices, the usage counted on
 each device, the reservations that make it up, and why the node is unusable if it is. With `all=true`: the
 status and every node in that form, plus nodes that only reservations name (`hami-scheduler inspect --url`
-reads this).
+reads this), and what the registration worker found of DRA serving our names and nodes (`dra`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from flask import Blueprint, Response, request
 
 from app.core.model import DeviceUse
 from app.routes.common import context, json_response
+from app.state import drafacts
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
@@ -29,7 +30,7 @@ def state() -> Response:
     node = request.args.get("node")
     status = dataclasses.asdict(ctx.status())
     if request.args.get("all", "").lower() in ("1", "true", "yes"):
-        return json_response(_everything(snapshot, view, status))
+        return json_response({**_everything(snapshot, view, status), "dra": drafacts.encode(ctx.dra())})
     if not node:
         return json_response(
             {

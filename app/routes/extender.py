@@ -16,7 +16,7 @@ from app import decisions
 from app.binding import BOUND_OK, bind_pod
 from app.core import pods
 from app.core.inventory import node_name
-from app.filtering import filter_pod
+from app.drafilter import filter_pod
 from app.filteroutcome import FilterOutcome
 from app.metrics import (
     BIND_PHASE_SECONDS,
@@ -95,14 +95,20 @@ def filter_route() -> Response:
         score=outcome.score,
         devices=outcome.devices,
         reason=outcome.denial,
-        failed=outcome.failed if result == "unschedulable" else None,
+        failed={**(outcome.failed or {}), **(outcome.unresolvable or {})}
+        if result == "unschedulable"
+        else None,
         error=outcome.error,
         phases=phases,
         seconds=seconds,
     )
     return json_response(
         filter_result(
-            node_names=outcome.node_names, nodes=outcome.nodes, failed=outcome.failed, error=outcome.error
+            node_names=outcome.node_names,
+            nodes=outcome.nodes,
+            failed=outcome.failed,
+            unresolvable=outcome.unresolvable,
+            error=outcome.error,
         )
     )
 

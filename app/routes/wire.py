@@ -140,6 +140,7 @@ def filter_result(
     node_names: list[str] | None = None,
     nodes: list[dict[str, Any]] | None = None,
     failed: Mapping[str, str] | None = None,
+    unresolvable: Mapping[str, str] | None = None,
     error: str = "",
 ) -> dict[str, Any]:
     """ExtenderFilterResult with every Go field, nulls included."""
@@ -147,7 +148,7 @@ def filter_result(
         "Nodes": {"metadata": {}, "items": nodes} if nodes is not None else None,
         "NodeNames": node_names,
         "FailedNodes": dict(failed) if failed else None,
-        "FailedAndUnresolvableNodes": None,
+        "FailedAndUnresolvableNodes": dict(unresolvable) if unresolvable else None,
         "Error": error,
     }
 

@@ -24,7 +24,8 @@ from typing import Any
 from sim.kit.command import Command, serve_stats, stop_on_signals
 from sim.kit.kube import RESTARTING, TRANSIENT, Kube, KubeError
 from sim.kubescheduler.extender import Extender, ExtenderConfig
-from sim.kubescheduler.scheduler import SchedulerConfig, SimScheduler
+from sim.kubescheduler.scheduler import SimScheduler
+from sim.kubescheduler.state import SchedulerConfig
 from sim.nodes.kubelet import Kubelets, PluginConfig
 from sim.nodes.objects import DEFAULT_MODELS, build_cluster, parse_models, register_nodes
 from sim.nodes.vendors import parse_vendors

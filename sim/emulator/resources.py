@@ -116,7 +116,31 @@ PDBS = ResourceType(
     split_status=True,
 )
 
-ALL: tuple[ResourceType, ...] = (PODS, NODES, NAMESPACES, RESOURCE_QUOTAS, EVENTS, EVENTS_V1, LEASES, PDBS)
+# DRA (resource.k8s.io/v1, GA in 1.34): the objects the registration worker reads (workers/dra.py).
+DEVICE_CLASSES = ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_SLICES = ResourceType(
+    "resource.k8s.io",
+    "v1",
+    "resourceslices",
+    "ResourceSlice",
+    False,
+    (),
+    (),
+    COMMON_FIELDS | {"spec.nodeName", "spec.driver", "spec.pool.name"},
+)
+
+ALL: tuple[ResourceType, ...] = (
+    PODS,
+    NODES,
+    NAMESPACES,
+    RESOURCE_QUOTAS,
+    EVENTS,
+    EVENTS_V1,
+    LEASES,
+    PDBS,
+    DEVICE_CLASSES,
+    RESOURCE_SLICES,
+)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in ALL if r.group))
 
 _BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}

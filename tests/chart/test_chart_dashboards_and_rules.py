@@ -50,6 +50,7 @@ ALERTS = {
     "HamiSchedulerBindSlow",
     "HamiSchedulerNodeLockHeldTooLong",
     "HamiSchedulerWebhookFailures",
+    "HamiSchedulerDraCollision",
 }
 
 

@@ -91,6 +91,11 @@ def test_cluster_role_is_least_privilege(render: Any) -> None:
         | {("", "events", v) for v in ("create", "patch")}
         | {("events.k8s.io", "events", v) for v in ("create", "patch")}
         | {("", "resourcequotas", v) for v in ("get", "list", "watch")}
+        | {
+            ("resource.k8s.io", r, v)
+            for r in ("deviceclasses", "resourceslices")
+            for v in ("get", "list", "watch")
+        }
     )
     assert granted == expected
     assert not any(resource in {"pods/status", "secrets", "configmaps"} for _, resource, _ in granted)

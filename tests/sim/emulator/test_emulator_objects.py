@@ -435,7 +435,12 @@ def test_discovery_documents(sim: EmulatorHandle) -> None:
     assert sim.call("GET", "/version")["gitVersion"].startswith("v1.")
     assert sim.call("GET", "/api")["versions"] == ["v1"]
     groups = {g["name"] for g in sim.call("GET", "/apis")["groups"]}
-    assert groups == {"events.k8s.io", "coordination.k8s.io", "policy"}  # policy: eviction, budgets
+    assert groups == {
+        "events.k8s.io",
+        "coordination.k8s.io",
+        "policy",
+        "resource.k8s.io",
+    }  # policy: eviction, budgets; resource: DRA
     core = {r["name"]: r for r in sim.call("GET", "/api/v1")["resources"]}
     expected = {"pods", "pods/binding", "pods/status", "pods/eviction", "nodes", "nodes/status", "namespaces"}
     assert expected | {"events"} <= set(core)

@@ -18,7 +18,8 @@ from sim.emulator.testing import EmulatorOptions, run_emulator, wait_for
 from sim.kit import podutil
 from sim.kit.kube import Kube, node_path, pod_path
 from sim.kubescheduler.extender import Extender, ExtenderConfig, ExtenderError
-from sim.kubescheduler.scheduler import SchedulerConfig, SimScheduler
+from sim.kubescheduler.scheduler import SimScheduler
+from sim.kubescheduler.state import SchedulerConfig
 from sim.nodes.objects import build_cluster, register_nodes
 
 NODES_IN_ZONE_ORDER = ["gpu-node-01", "gpu-node-03", "gpu-node-02", "gpu-node-04"]
