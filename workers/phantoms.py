@@ -16,8 +16,11 @@ kube-scheduler 1.37 with a gang that cannot fit:
   when the gang held the devices again and starved for as long as the gang kept retrying.
 
 So the sweep also removes the scheduler-owned annotations (app.core.podkeys) from the pod of every row it
-removed as expired. The patch is preconditioned on the resourceVersion the sweep's GET saw and on the UID:
-a pod written since — our /filter deciding for it again — is left alone (409). The update is the cluster
+removed as expired, when the annotations are expired too: their `hami.io/vgpu-time`/`bind-time` is older
+than the TTL (what a rebuild would not count; a fresher stamp is another replica's filter after a failover,
+which this replica's expired row says nothing about). The patch is preconditioned on the resourceVersion
+the sweep's GET saw and on the UID: a pod written since — a /filter deciding for it again — is left alone
+(409). The update is the cluster
 event that requeues the pods our filter refused (kube-scheduler requeues extender-rejected pods on any event,
 kubernetes#122019). A /filter whose deferred write was preconditioned on an older copy of the pod fails
 that write and the attempt (retried by kube-scheduler), never counting devices twice.

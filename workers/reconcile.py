@@ -406,7 +406,11 @@ class Reconciler:
                 logger.info("removed stale reservations", extra={"count": len(removed)})
             rows = self.ledger.row_states()
         for uid in sorted(removed):
-            found = phantom(answers[uid][1], uid, self.rules.vendors)
+            pod = answers[uid][1]
+            since = inflight_since(pod) if pod is not None else None
+            if since is None or now - since <= self.rules.inflight_ttl:
+                continue  # annotations a rebuild would count: another replica's fresh filter, or not ours
+            found = phantom(pod, uid, self.rules.vendors)
             if found is None:
                 continue
             try:

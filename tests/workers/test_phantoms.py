@@ -39,9 +39,11 @@ def _entry(uid: str, node: str, at: float, state: str = ASSUMED) -> Entry:
     return Entry(uid, "default", uid, node, state, {"GPU-a": DeviceUse(1000, 10)}, updated_at=at)
 
 
-def _pending(uid: str, version: str = "7", **extra: Any) -> dict[str, Any]:
+def _pending(
+    uid: str, version: str = "7", vgpu_time: int = int(NOW - TTL - 1), **extra: Any
+) -> dict[str, Any]:
     """The pod as the sweep's GET returns it: unbound, with the filter's annotations."""
-    pod = gpu_pod(uid, uid=uid, node=None, alloc=ALLOC, vgpu_time=int(NOW - TTL - 1), **extra)
+    pod = gpu_pod(uid, uid=uid, node=None, alloc=ALLOC, vgpu_time=vgpu_time, **extra)
     pod["metadata"]["resourceVersion"] = version
     return pod
 
@@ -111,6 +113,13 @@ SWEPT = [
     pytest.param(TTL - 1, _pending("u"), False, True, id="unbound in the TTL: kept, nothing released"),
     pytest.param(TTL + 1, None, False, False, id="deleted: removed, nothing to release"),
     pytest.param(TTL + 1, {**_pending("u"), "spec": {"nodeName": "n1"}}, False, True, id="bound: kept"),
+    pytest.param(
+        TTL + 1,
+        _pending("u", vgpu_time=int(NOW - 1)),
+        False,
+        False,
+        id="row expired, annotations fresh (another replica's filter): row removed, annotations kept",
+    ),
 ]
 
 
