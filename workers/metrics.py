@@ -88,6 +88,11 @@ class WorkerMetrics:
             "Abandoned node locks (hami.io/mutex.lock) the leader's sweep released",
             registry=r,
         )
+        self.phantoms_released = Counter(
+            "hami_worker_phantom_reservations_released",
+            "Expired reservations of pods kube-scheduler never bound whose annotations the sweep removed",
+            registry=r,
+        )
         self.leader = Gauge("hami_worker_leader", "1 while this replica leads", registry=r)
         self.synced = Gauge(
             "hami_worker_synced", "1 while the leader's ledger and inventory are synced", registry=r

@@ -19,12 +19,15 @@ The team's rules, implemented exactly here:
    informer once the row is older than `GONE_GRACE`, or in flight past the TTL while the informer shows
    its pod unbound) is a *suspect*; the sweep asks the API (one GET by namespace/name) and only the
    answer decides: 404 or another UID under the name (gone), terminal -> removed; bound -> the bound row
-   (as a live event would make it); unbound and in flight past the TTL -> removed (the scheduler gave up
-   on it); anything else, or no answer -> kept. At most `CONFIRM_BUDGET` seconds of GETs per sweep.
-   The answer applies only to the row it was asked about: a row whose (state, updated_at) changed
-   meanwhile is left for the next sweep. Every rewrite by a decision dates the row anew — the bind's
-   re-check too, which restarts the in-flight TTL as its `bind-time` does in rule 1 — so a bind landing
-   more than a TTL after its filter is never swept between its re-check and its binding (issue 19).
+   (as a live event would make it); unbound and in flight past the TTL -> removed, and the pod's
+   scheduler-owned annotations too (workers/phantoms.py: kube-scheduler gave up on it); anything else, or
+   no answer -> kept. At most `CONFIRM_BUDGET` seconds of GETs per sweep. An answer applies only to the
+   row asked about: a row whose (state, updated_at) changed meanwhile (checked again in the removing
+   transaction, `Ledger.remove_unchanged`) waits for the next sweep. Every rewrite by a decision dates the
+   row anew — the bind's re-check too, which restarts the in-flight TTL as its `bind-time` does in rule 1 —
+   so a bind landing more than a TTL after its filter is never swept between its re-check and its binding
+   (issue 19). Hence the bound (docs/gangs.md): a reservation kube-scheduler did not bind is released at
+   most HAMI_INFLIGHT_TTL + one sweep period (`SWEEP_EVERY`, workers/worker.py) after its last write.
 4. Rebuild (on becoming leader, at start without election, and when the periodic audit finds drift): the
    ledger becomes exactly rule 1 applied to a FRESH list of pods (not the watch cache), in one transaction
    that keeps the rows written by our Gunicorn workers since the list began (a pod filtered and bound
@@ -59,6 +62,7 @@ from app.core.vendor import Vendor
 from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
 from app.state.podentry import entry_for
 from workers.informers import DELETED, Change, by_uid
+from workers.phantoms import Phantom, phantom
 
 logger = logging.getLogger(__name__)
 
@@ -272,17 +276,25 @@ class Reconciler:
         clock: Callable[[], float],
         on_problem: Callable[[], None] = lambda: None,
         on_rewrite: Callable[[], None] = lambda: None,
+        release: Callable[[Phantom], None] = lambda _: None,
     ) -> None:
         self.ledger = ledger
+        self._release = release  # removes an expired reservation's annotations from its pod (phantoms.py)
         self.rules = rules
         self._clock = clock
         self._on_problem = on_problem
         self._on_rewrite = on_rewrite
         self._lock = threading.Lock()
 
-    def _apply(self, verdicts: Iterable[Verdict], described: Mapping[str, str]) -> None:
+    def _apply(
+        self,
+        verdicts: Iterable[Verdict],
+        described: Mapping[str, str],
+        read: Mapping[str, RowState] | None = None,
+    ) -> set[str]:
         """Upsert and remove as the verdicts say (the caller holds the lock), never following a rewrite of a
-        bound pod's allocation (rule 6)."""
+        bound pod's allocation (rule 6); with `read` (the sweep) a row is removed only if it is still the
+        row read. Returns the uids removed."""
         upserts, removals = [], []
         for verdict in verdicts:
             if verdict.problem:
@@ -314,8 +326,12 @@ class Reconciler:
                 upserts.append(verdict.entry)
         if upserts:
             self.ledger.upsert(upserts)
-        if removals:
+        if not removals:
+            return set()
+        if read is None:
             self.ledger.remove(removals)
+            return set(removals)
+        return set(self.ledger.remove_unchanged(read[uid] for uid in removals))
 
     def handle(self, changes: Sequence[Change]) -> None:
         """The pod informer's handler (rule 2); the last event of a pod in the batch wins."""
@@ -384,11 +400,26 @@ class Reconciler:
                 if current is None or (current.state, current.updated_at) != (row.state, row.updated_at):
                     continue  # written meanwhile (a live event, a bind): the answer is about an older row
                 verdicts.append(confirmed(row, pod, self.rules, now))
-            removed = sum(1 for v in verdicts if v.remove)
-            self._apply(verdicts, {uid: f"{row.namespace}/{row.name}" for uid, (row, _) in answers.items()})
+            described = {uid: f"{row.namespace}/{row.name}" for uid, (row, _) in answers.items()}
+            removed = self._apply(verdicts, described, {uid: row for uid, (row, _) in answers.items()})
             if removed:
-                logger.info("removed stale reservations", extra={"count": removed})
+                logger.info("removed stale reservations", extra={"count": len(removed)})
             rows = self.ledger.row_states()
+        for uid in sorted(removed):
+            pod = answers[uid][1]
+            since = inflight_since(pod) if pod is not None else None
+            if since is None or now - since <= self.rules.inflight_ttl:
+                continue  # annotations a rebuild would count: another replica's fresh filter, or not ours
+            found = phantom(pod, uid, self.rules.vendors)
+            if found is None:
+                continue
+            try:
+                self._release(found)
+            except Exception as exc:  # the row is gone either way; the pod keeps stale keys, counted nowhere
+                logger.info(
+                    "could not clear an expired reservation's annotations",
+                    extra={"uid": uid, "error": str(exc)},
+                )
         counts = {ASSUMED: 0, CONFIRMED: 0, BOUND: 0}
         for state in (row.state for row in rows):
             counts[state] = counts.get(state, 0) + 1

@@ -49,6 +49,7 @@ from workers.handover import node_shape as handover_node_shape
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.locksweep import sweep_locks
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
+from workers.phantoms import Phantom, release
 from workers.podwatch import PodWatch
 from workers.reconcile import Reconciler, Rules
 from workers.registration import Pass, Registrar, Stamp
@@ -101,6 +102,7 @@ class Worker:
             clock,
             on_problem=self.metrics.corrupt_pods.inc,
             on_rewrite=self.metrics.allocation_rewrites.inc,
+            release=self._release_phantom,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
         self.capacity = CapacityPublisher(kube, settings, clock, self.metrics.capacity_patches)
@@ -318,6 +320,11 @@ class Worker:
             if exc.not_found:
                 return None
             raise
+
+    def _release_phantom(self, found: Phantom) -> None:
+        self.status.alive()
+        if release(self._kube, found):
+            self.metrics.phantoms_released.inc()
 
     def _sync(self, term: int) -> bool:
         """A new term: rebuild the ledger from a fresh list, publish the inventory, declare synced; then

@@ -383,6 +383,21 @@ class Ledger:
         with self.transaction() as db:
             return sum(self._delete(db, uid) for uid in uids)
 
+    def remove_unchanged(self, rows: Iterable[RowState]) -> list[str]:
+        """The sweep's removal: each row only if it is still exactly the one read (same state, same write
+        time), checked in the same transaction — a /filter of another process that replaced it meanwhile
+        (the pod filtered again) keeps its new reservation. Returns the uids removed."""
+        removed = []
+        with self.transaction() as db:
+            for row in rows:
+                found = db.execute(
+                    "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND updated_at = ?",
+                    (row.uid, row.state, row.updated_at),
+                ).fetchone()
+                if found and self._delete(db, row.uid):
+                    removed.append(row.uid)
+        return removed
+
     def replace_all(self, entries: Iterable[Entry], keep: Callable[[Entry], bool] | None = None) -> None:
         """A rebuild: the ledger becomes exactly `entries`; readers see a new epoch and reload.
 

@@ -53,6 +53,9 @@ class ClusterOptions:
         str, ...
     ] = ()  # real: replica i runs as the pod on node i (NODE_NAME; sim.cluster.replicapods)
     from_image: str = ""  # real: our containers from this built image (sim.cluster.image)
+    workload_api: bool = (
+        False  # real, Kubernetes >= 1.37: the Workload API and gang scheduling (docs/gangs.md)
+    )
 
     def namespace(self, control_plane: str) -> argparse.Namespace:
         return argparse.Namespace(
@@ -80,6 +83,8 @@ def running_cluster(
 ) -> Iterator[Stack]:
     """A started cluster (see sim.cluster.stack.start_cluster); everything stopped when the block ends."""
     options = options or ClusterOptions()
+    if options.workload_api and control_plane != "real":
+        raise DemoFailure("workload_api needs the real control plane (the emulator has no Workload API)")
     if options.from_image and control_plane != "real":
         raise DemoFailure("from_image needs the real control plane (the chart's containers run against it)")
     workdir.mkdir(parents=True, exist_ok=True)

@@ -298,7 +298,7 @@ def start_real_cluster(
     ours runs: the control plane, the nodes and one kube-scheduler at the given extender. `default_scheduler`:
     the cluster's own kube-scheduler as well (`start_default_scheduler`)."""
     values = {**vendor_values(getattr(args, "vendors", "nvidia")), **(values or {})}
-    stack.start_control_plane("real")
+    stack.start_control_plane("real", workload_api=bool(getattr(args, "workload_api", False)))
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
     # the simulated kubelets' and plugins' API calls ride out a kube-apiserver restart (~60 s of retries, a

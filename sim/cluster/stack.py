@@ -104,9 +104,13 @@ class Stack:
         argv, env = self._recipes[name]
         return self.start(name, argv, env)
 
-    def start_control_plane(self, kind: str) -> ControlPlane:
-        """Start the emulator or the real control plane (etcd, kube-apiserver) and keep it in the stack."""
-        self.control_plane = make_control_plane(kind, self.workdir)
+    def start_control_plane(self, kind: str, workload_api: bool = False) -> ControlPlane:
+        """Start the emulator or the real control plane (etcd, kube-apiserver) and keep it in the stack;
+        `workload_api`: with Kubernetes' Workload API and gang scheduling (real, >= 1.37)."""
+        try:
+            self.control_plane = make_control_plane(kind, self.workdir, workload_api)
+        except ValueError as exc:
+            raise DemoFailure(f"the {kind} control plane cannot start: {exc}") from None
         try:
             self.control_plane.start()
         except (RuntimeError, OSError) as exc:

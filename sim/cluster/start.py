@@ -98,7 +98,7 @@ def start_cluster(
         )
     if external is not None:
         raise DemoFailure("an external extender needs the real control plane (--control-plane real)")
-    stack.start_control_plane("emulator")
+    stack.start_control_plane("emulator", workload_api=bool(getattr(args, "workload_api", False)))
     kube = stack.kube
     assert kube is not None
     start_nodes(stack, args, stack.kubeconfig)

@@ -15,8 +15,11 @@ KINDS = ("emulator", "real")
 __all__ = ["KINDS", "ControlPlane", "SchedulerSpec", "User", "make_control_plane"]
 
 
-def make_control_plane(kind: str, workdir: Path) -> ControlPlane:
-    """A control plane of `kind` (not started); `real` needs the binaries of `make kube`."""
+def make_control_plane(kind: str, workdir: Path, workload_api: bool = False) -> ControlPlane:
+    """A control plane of `kind` (not started); `real` needs the binaries of `make kube`. `workload_api`:
+    Kubernetes' Workload API and gang scheduling (real only, Kubernetes >= 1.37; sim.controlplane.real)."""
+    if workload_api and kind != "real":
+        raise ValueError("the Workload API needs the real control plane")
     if kind == "emulator":
         from sim.controlplane.emulated import EmulatedControlPlane
 
@@ -24,5 +27,5 @@ def make_control_plane(kind: str, workdir: Path) -> ControlPlane:
     if kind == "real":
         from sim.controlplane.real import RealControlPlane
 
-        return RealControlPlane(workdir)
+        return RealControlPlane(workdir, workload_api=workload_api)
     raise ValueError(f"unknown control plane {kind!r}: expected one of {', '.join(KINDS)}")

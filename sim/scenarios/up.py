@@ -1,6 +1,7 @@
 """`python -m sim up`: the whole stack in the foreground, for kubectl, other tools and other test suites.
 
     python -m sim up --control-plane real|emulator --nodes N --gpus-per-node G --workdir D [--mig-nodes M]
+                     [--workload-api]
 
 Starts the control plane (real: etcd, kube-apiserver, the chart's RBAC, the chart's webhook registered with
 its caBundle, the real kube-scheduler with the chart's KubeSchedulerConfiguration and the cluster's own
@@ -100,6 +101,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allocate-latency", type=float, default=0.002)
     parser.add_argument("--unschedulable-timeout", type=float, default=30.0, help="simulated scheduler only")
     parser.add_argument("--max-unschedulable", type=int, default=1000, help="simulated scheduler only")
+    parser.add_argument(
+        "--workload-api",
+        action="store_true",
+        help="real control plane, Kubernetes >= 1.37: the Workload API and gang scheduling (docs/gangs.md)",
+    )
     image.add_argument(parser)
     parser.set_defaults(tls=True)
 
