@@ -8,15 +8,20 @@ Invariants owned here:
 - Every lock the pod's vendors need is taken, all or none, within HAMI_BIND_LOCK_WAIT: under contention the
   ones taken are given back before waiting, so a bind never sits on one lock while it waits for another;
   everything taken, or maybe taken, is in `held` for the caller to release on failure.
+- The remembered contention (`_contended`) only chooses which request comes first (a blind take or a read
+  of the node); what is decided about a lock is always decided on the API's answer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+
+from cachetools import TTLCache
 
 from app.bindoutcome import LOCK_CONTENDED, NODE_LOOKUP, WRITE_PENDING, BindOutcome, Failed
 from app.context import Context
@@ -28,6 +33,14 @@ from app.k8s.nodelock import Held, LockContention, NodeUnreadable, lock_all, rel
 from app.state.ledger import ASSUMED
 
 LOCK_RETRY_FIRST, LOCK_RETRY_FACTOR, LOCK_RETRY_MAX = 0.025, 1.5, 0.25  # seconds: backoff under contention
+
+# Nodes on which a bind of this process found the lock held by another pod in the last CONTENDED_MEMORY
+# seconds: their next binds read the node first rather than try a blind take, which would only be refused
+# (a 422 more per bind: under binpack consecutive pods queue on one node's lock until its device plugin's
+# Allocate releases it). Disposable and per process, like every worker cache (a lock under gthread).
+CONTENDED_MEMORY = 5.0
+_contended: TTLCache[str, bool] = TTLCache(maxsize=8192, ttl=CONTENDED_MEMORY)
+_contended_lock = threading.Lock()
 
 
 def take_locks(
@@ -43,18 +56,19 @@ def take_locks(
     contention.
 
     The first attempt takes a free lock without reading the node (app.k8s.nodelock `blind`: one JSON patch
-    that tests the lock is absent); a lock present is read and decided on as HAMi does, and so is every
-    retry (the lock was there a moment ago). The node's read is also the bind's node lookup (a missing
-    node fails as HAMi's `failed to get node`). A holder is usually released within tens of milliseconds
-    (the device plugin's Allocate), so the backoff starts small and is capped at 250 ms: binpack places
-    consecutive pods on the same node, and a long doubling backoff would turn that into seconds of idle
-    waiting per pod.
+    that tests the lock is absent) unless this process found the node's lock held lately; a lock present is
+    read and decided on as HAMi does, and so is every retry (the lock was there a moment ago). The node's
+    read is also the bind's node lookup (a missing node fails as HAMi's `failed to get node`). A holder is
+    usually released within tens of milliseconds (the device plugin's Allocate), so the backoff starts small
+    and is capped at 250 ms: binpack places consecutive pods on the same node, and a long doubling backoff
+    would turn that into seconds of idle waiting per pod.
     """
     expire = context.settings.nodelock_expire
     deadline = time.monotonic() + context.settings.bind_lock_wait
     delay = LOCK_RETRY_FIRST
     started = time.monotonic()
-    blind = True
+    with _contended_lock:
+        blind = node not in _contended
     while True:
         try:
             acquired = lock_all(
@@ -67,6 +81,8 @@ def take_locks(
             raise Failed(exc.message, NODE_LOOKUP, event=f"failed to get node {node}") from None
         except LockContention as exc:
             blind = False
+            with _contended_lock:
+                _contended[node] = True
             outcome.lock_contended = True
             if len(held) > 1:  # some were taken: give them back before waiting
                 with contextlib.suppress(ApiError):

@@ -6,7 +6,8 @@ bind-phase PATCH and the Binding — no GET of the pod: the ledger keeps the wri
 removed reads used to guard:
 - the pod deleted and recreated under the same name after the write: the bind fails on the stamp's UID and
   resourceVersion preconditions and never binds (or stamps) the new incarnation;
-- the node locked by another pod: HAMi's contention reason, the lock untouched;
+- the node locked by another pod: HAMi's contention reason, the lock untouched (and the next bind on that
+  node reads it first: the process remembers the contention a few seconds);
 - two binds of one pod at once: one Binding, and the losing bind never releases the lock the bound pod
   (its device plugin) needs.
 
@@ -26,7 +27,7 @@ from app.core.nodelock import format_lock
 
 pytestmark = pytest.mark.integration
 
-NODES = [f"br-{i}" for i in range(4)]
+NODES = [f"br-{i}" for i in range(6)]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def service(start_service: Any, cluster: Any, emulator: Any, wait_for: Any) -> A
     emulator.reset()
     cluster.add_nodes(*(cluster.gpu_node(name, gpus=1) for name in NODES))
     env = {"HAMI_FILTER_WRITE": "deferred", "HAMI_BIND_WRITE_WAIT": "2s", "HAMI_BIND_LOCK_WAIT": "300ms"}
-    svc = start_service(workers=2, registrar="standin", env=env)
+    svc = start_service(workers=1, threads=4, registrar="standin", env=env)  # one process: one memory
     wait_for(lambda: svc.debug_state()["nodes"] == len(NODES), 15, "every node registered")
     return svc
 
@@ -133,6 +134,20 @@ def test_a_lock_held_by_another_pod_is_hamis_contention(
     assert _calls(emulator, "br-blocked", node)[0] == "PATCH node 422"  # the test-absent patch, refused
     assert not cluster.pod("br-blocked")["spec"].get("nodeName")
     assert _state(service, pod["metadata"]["uid"]) is None
+    _release(cluster, node)
+    # Filtered again onto the same node, now free: the process remembers the contention for a few seconds
+    # (app/bindwait.py), so this bind reads the node first instead of trying the blind take.
+    assert service.filter(cluster.pod("br-blocked"), [node])["NodeNames"] == [node]
+    wait_for(lambda: _state(service, pod["metadata"]["uid"]) == "confirmed", 10, "the write confirmed")
+    emulator.clear_requests()
+    assert service.bind(pod, node) == {"Error": ""}
+    assert _calls(emulator, "br-blocked", node) == [
+        "GET node 200",
+        "PATCH node 200",
+        "LIST pods-on-node",
+        "PATCH pod",
+        "POST binding",
+    ]
     _release(cluster, node)
 
 
