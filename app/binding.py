@@ -339,8 +339,12 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             if not happened:
                 raise Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
-    except AlreadyBound:
-        return outcome  # bound to this node already (a retried bind): nothing to write, nothing to undo
+    except AlreadyBound:  # bound to this node already (a retried or duplicate bind): nothing to undo
+        try:  # a duplicate's re-check may have rewritten the row as it read it, before the other's bound
+            context.ledger.set_state(ref.uid, BOUND, only_from=(CONFIRMED,))
+        except Exception:  # e.g. SQLite busy: the ledger watch sees the pod bound
+            logger.exception("could not mark the bound pod", extra={"pod": f"{namespace}/{name}"})
+        return outcome
     except (Failed, LockContention, ApiError) as failure:
         message = failure.message if isinstance(failure, Failed | ApiError) else str(failure)
         event = failure.event if isinstance(failure, Failed) else message

@@ -167,4 +167,5 @@ def test_two_binds_of_one_pod_bind_it_once_and_keep_its_lock(
     assert len(bindings) == 1, bindings
     assert cluster.pod(name)["spec"]["nodeName"] == node
     assert (cluster.node_lock(node) or "").endswith(f",default,{name}")  # the device plugin still needs it
+    assert _state(service, pod["metadata"]["uid"]) == "bound"
     _release(cluster, node)
