@@ -106,8 +106,9 @@ def test_a_pod_recreated_after_the_write_is_never_bound_with_the_old_allocation(
     assert fresh["metadata"]["uid"] != pod["metadata"]["uid"]
     emulator.clear_requests()
     answer = service.bind(pod, node)  # kube-scheduler binding the old incarnation
-    # The stamp's UID precondition: kube-apiserver (and the emulator) refuse another UID as immutable (422);
-    # a 409 (the resourceVersion) would re-read the pod and refuse it as "changed while it was being bound".
+    # The stamp's preconditions: the emulator refuses the other UID as immutable (422); kube-apiserver checks
+    # the resourceVersion first (409: tests/real/test_real_nodelock_patch.py), so the stamp re-reads the
+    # pod and refuses it as "changed while it was being bound".
     assert "uid" in answer["Error"].lower() or "changed while" in answer["Error"], answer
     now = cluster.pod("br-again")
     assert now["metadata"]["uid"] == fresh["metadata"]["uid"] and not now["spec"].get("nodeName")
