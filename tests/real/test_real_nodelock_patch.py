@@ -24,19 +24,11 @@ from app.k8s.client import connect
 from app.k8s.errors import ApiError
 from app.k8s.nodelock import Backoff, LockContention, lock_node
 from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.emulator.testing import pod
 from sim.kit.kube import pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 EXPIRE = timedelta(minutes=5)
-
-
-def _pod(name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"schedulerName": "nobody-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
-    }
 
 
 def test_the_requests_the_bind_saves_rely_on_kube_apiservers_own_answers(
@@ -60,14 +52,14 @@ def test_the_requests_the_bind_saves_rely_on_kube_apiservers_own_answers(
             taken = lock_node(kube, node, "default", "p", EXPIRE, lambda: now, blind=True)
             assert taken.value == format_lock(now, "default", "p") and not taken.reentered
             assert objects.annotations_of(objects.get_node(kube, node))[LOCK_ANNOTATION] == taken.value
-            stack.kube.create(pod_path("default"), _pod("p"))  # the holder exists, unbound: active
+            stack.kube.create(pod_path("default"), pod("p"))  # the holder exists, unbound: active
             with pytest.raises(LockContention) as contended:
                 lock_node(kube, node, "default", "q", EXPIRE, lambda: now, Backoff(steps=1), blind=True)
             assert str(contended.value) == contention_message(node, EXPIRE)
 
-            old = stack.kube.create(pod_path("default"), _pod("again"))
+            old = stack.kube.create(pod_path("default"), pod("again"))
             stack.kube.delete(pod_path("default", "again"), grace=0)
-            fresh = stack.kube.create(pod_path("default"), _pod("again"))
+            fresh = stack.kube.create(pod_path("default"), pod("again"))
             with pytest.raises(ApiError) as stale:
                 objects.patch_pod_metadata(
                     kube,
