@@ -14,7 +14,8 @@ Invariants owned here:
 - The write's outcome is recorded in the ledger, on the row it was written for (same UID, still `assumed`,
   same allocation): success moves it to `confirmed`; any failure FORGETs it. A row that was replaced
   meanwhile (the pod filtered again) is never touched. /bind — on any worker or thread — waits, bounded, for
-  the row to leave `assumed` before it takes the node lock (app/binding.py): `confirmed` goes on, a
+  the row to leave `assumed` before it takes the node lock (app/binding.py): `confirmed` goes on (with the
+  pod as the PATCH answered it, kept beside the row for that bind: it reads no pod), a
   forgotten row fails the bind (the pod carries no allocation for the node), and a write still pending
   after HAMI_BIND_WRITE_WAIT fails the bind and forgets the reservation.
 - At most one write per pod is in flight in a replica: /filter uses the deferred path only when the pod
@@ -108,7 +109,7 @@ class AllocationWriter:
         """Send one write and record its outcome in the ledger; True when it was written."""
         ref, started = write.ref, time.perf_counter()
         try:
-            objects.patch_pod_metadata(
+            answer = objects.patch_pod_metadata(
                 self._kube,
                 ref.namespace,
                 ref.name,
@@ -123,7 +124,7 @@ class AllocationWriter:
             if self._events_enabled:
                 self._events.record(ref, WARNING, FILTERING_FAILED, exc.message)
             return False
-        confirmed = self._ledger.resolve_write(ref.uid, write.allocation, written=True)
+        confirmed = self._ledger.resolve_write(ref.uid, write.allocation, written=True, pod=answer)
         self._account("written" if confirmed else "stale", started)
         if self._events_enabled and confirmed:
             self._events.record(ref, NORMAL, FILTERING_SUCCEED, write.event)

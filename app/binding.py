@@ -10,6 +10,12 @@ Invariants owned here:
   node is answered as bound without writing anything — no lock re-taken, no bind-phase reset (a re-bind
   used to re-lock the node and block every other bind on it); bound elsewhere is an Error. Non-GPU pods
   are bound only under the same conditions (any pending pod of any scheduler could be bound anywhere).
+  "As the API shows them" is a GET of the pod, except for the first bind after this replica's own
+  deferred write of it was confirmed: the write's answer, kept by the ledger, is that GET as of the write,
+  and every change since is caught by the bind-phase stamp's resourceVersion and UID preconditions before
+  the Binding (`_written`, `_stamp`): a pod recreated under the name, deleted or bound meanwhile is never
+  bound with this allocation. Another bind of the pod that finds it bound to the node answers success and
+  undoes nothing (the device plugin may be serving it through the lock).
 - Every failure after the lock is taken — or may have been taken: a lock patch whose answer was lost —
   releases OUR lock (never another pod's) and forgets the reservation of the pod being bound, and only
   that: only while it is in flight (`assumed`/`confirmed`), only under the pod's own UID and name; a
@@ -48,154 +54,54 @@ Invariants owned here:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from app.bindoutcome import (
+    BINDING_FAILED_REASON,
+    BINDING_UNKNOWN,
+    INTERNAL,
+    INVALID_REQUEST,
+    LOCK_CONTENDED,
+    LOCK_ERROR,
+    NO_UID,
+    NODE_LOOKUP,
+    NOT_FILTERED,
+    NOT_LEADER,
+    NOT_OURS,
+    NOT_SCHEDULABLE,
+    PATCH_FAILED,
+    POD_LOOKUP,
+    POD_RECREATED,
+    RECHECK,
+    AlreadyBound,
+    BindOutcome,
+    Failed,
+)
+from app.bindwait import await_write, take_locks
 from app.context import Context
-from app.core import adoption, nodelock, podkeys, pods
+from app.core import adoption, podkeys, pods
 from app.core.codec import CodecError
 from app.core.decision import ASSIGNED_NODE, binding_success_event
 from app.core.model import DeviceUse
 from app.core.nodelock import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
 from app.core.recheck import misfit
 from app.core.usage import sum_uses
-from app.core.vendor import InvalidRequest, LockSpec, locks_for
+from app.core.vendor import InvalidRequest, locks_for
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
-from app.k8s.nodelock import Held, LockContention, NodeUnreadable, lock_all, release_all
-from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry
+from app.k8s.nodelock import Held, LockContention, release_all
+from app.state.ledger import BOUND, CONFIRMED, Entry
 from app.state.podentry import entry_for
 
 logger = logging.getLogger(__name__)
 
 BINDING_SUCCEED, BINDING_FAILED = "BindingSucceed", "BindingFailed"
-
-# The bounded `reason` of a bind answer (metric label and decision log): where it failed, never the text.
-BOUND_OK = "ok"
-NOT_LEADER = "not-leader"
-POD_LOOKUP = "pod-lookup"
-POD_RECREATED = "pod-recreated"
-NOT_OURS = "adopted-pod"  # a pod of an adopted scheduler name: counted, never bound by us
-NO_UID = "bad-request"  # the request carries no PodUID (the route's label for malformed requests)
-NOT_SCHEDULABLE = "not-bindable"  # bound elsewhere, terminating, or not our scheduler's
-INVALID_REQUEST = "invalid-request"
-NOT_FILTERED = "not-filtered-here"
-NODE_LOOKUP = "node-lookup"
-RECHECK = "recheck-failed"
-WRITE_PENDING = "write-pending"
-LOCK_CONTENDED = "lock-contention"
-LOCK_ERROR = "lock-error"
-PATCH_FAILED = "patch-failed"
-BINDING_FAILED_REASON = "binding-failed"
-BINDING_UNKNOWN = "binding-unknown"
-INTERNAL = "internal"  # an exception of no expected type (a bug, SQLite busy past its timeout, a bad answer)
-
-
-@dataclass
-class BindOutcome:
-    error: str = ""
-    phases: dict[str, float] = field(default_factory=dict)
-    lock_waited: float = 0.0
-    lock_contended: bool = False
-    took_over: str = ""
-    reason: str = BOUND_OK  # one of the bounded reasons above
-
-
-class _Failed(Exception):
-    def __init__(
-        self, message: str, reason: str, *, event: str | None = None, compensate: bool = True
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.reason = reason
-        self.event = message if event is None else event
-        self.compensate = compensate  # False: the binding may have happened, keep the lock and reservation
-
-
-class _AlreadyBound(Exception):
-    """The pod is bound to the requested node already: the bind answers success and writes nothing."""
-
-
-LOCK_RETRY_FIRST, LOCK_RETRY_FACTOR, LOCK_RETRY_MAX = 0.025, 1.5, 0.25  # seconds: backoff under contention
-
-
-def _lock(
-    context: Context,
-    node: str,
-    ref: PodRef,
-    specs: Sequence[LockSpec],
-    held: list[Held],
-    outcome: BindOutcome,
-) -> None:
-    """Take every node lock the pod's vendors need (`specs`: HAMi's shared `hami.io/mutex.lock`, a vendor's
-    own such as Cambricon's), all or none, waiting (with jittered backoff) up to HAMI_BIND_LOCK_WAIT under
-    contention. Under contention on any of them the ones taken are released before waiting, so a bind
-    never sits on one lock while it waits for another. Everything taken, or maybe taken, is in `held`.
-
-    The first lock's GET is also the bind's node lookup (a missing node fails as HAMi's `failed to get
-    node`). A holder is usually released within tens of milliseconds (the device plugin's Allocate), so the
-    backoff starts small and is capped at 250 ms: binpack places consecutive pods on the same node, and a
-    long doubling backoff would turn that into seconds of idle waiting per pod.
-    """
-    expire = context.settings.nodelock_expire
-    deadline = time.monotonic() + context.settings.bind_lock_wait
-    delay = LOCK_RETRY_FIRST
-    started = time.monotonic()
-    while True:
-        try:
-            acquired = lock_all(context.kube, node, ref.namespace, ref.name, specs, expire, context.now, held)
-            outcome.took_over = acquired.took_over if acquired is not None else ""
-            outcome.lock_waited = time.monotonic() - started
-            return
-        except NodeUnreadable as exc:
-            raise _Failed(exc.message, NODE_LOOKUP, event=f"failed to get node {node}") from None
-        except LockContention as exc:
-            outcome.lock_contended = True
-            if len(held) > 1:  # some were taken: give them back before waiting
-                with contextlib.suppress(ApiError):
-                    release_all(context.kube, node, ref.namespace, ref.name, held, ref.uid)
-                held.clear()
-            if time.monotonic() + delay > deadline:
-                if context.settings.bind_lock_wait > 0:
-                    waited = nodelock.go_duration(timedelta(seconds=context.settings.bind_lock_wait))
-                    message = f"timed out after {waited} waiting for node {node} to be unlocked"
-                    raise _Failed(f"{message}: {nodelock.CONTENTION}", LOCK_CONTENDED) from None
-                raise _Failed(str(exc), LOCK_CONTENDED) from None
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
-
-
-WRITE_POLL_FIRST, WRITE_POLL_MAX = 0.002, 0.05  # seconds between looks at a pending write's row
-
-
-def _await_write(context: Context, ref: PodRef, outcome: BindOutcome) -> None:
-    """Wait, bounded by HAMI_BIND_WRITE_WAIT, while this replica's allocation write of the pod is pending
-    (its ledger row `assumed`: /filter answered before the write, app/allocwrite.py). The row then says how
-    it went: `confirmed` (the annotations are on the pod: bind on), or gone (the write failed, or this
-    replica never filtered the pod: the pod as the API shows it decides below). Still pending at the bound:
-    the bind fails and forgets the reservation; the pod is filtered again."""
-    entry = context.ledger.get(ref.uid)
-    if entry is None or entry.state != ASSUMED:
-        return
-    mark = time.monotonic()
-    deadline, delay = mark + context.settings.bind_write_wait, WRITE_POLL_FIRST
-    while time.monotonic() < deadline:
-        time.sleep(delay)
-        delay = min(delay * 2, WRITE_POLL_MAX)
-        entry = context.ledger.get(ref.uid)
-        if entry is None or entry.state != ASSUMED:
-            outcome.phases["write_wait"] = time.monotonic() - mark
-            return
-    waited = nodelock.go_duration(timedelta(seconds=context.settings.bind_write_wait))
-    message = f"the allocation of pod {ref.namespace}/{ref.name} was not written within {waited}"
-    raise _Failed(f"{message}; it will be filtered again", WRITE_PENDING)
 
 
 def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str, DeviceUse]]:
@@ -204,7 +110,7 @@ def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str,
     try:
         found = objects.pods_on_node(context.kube, node)
     except ApiError as exc:
-        raise _Failed(f"could not list the pods on node {node}: {exc.message}", RECHECK) from None
+        raise Failed(f"could not list the pods on node {node}: {exc.message}", RECHECK) from None
     settings, now = context.settings, context.clock()
     uses: dict[str, dict[str, DeviceUse]] = {}
     for other in found:
@@ -231,14 +137,14 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
         ours = frozenset({settings.scheduler_name})  # never a pod of an adopted name: those are not written
         adopted = entry_for(pod, settings.vendors, ours, CONFIRMED, context.clock())
     except (CodecError, pods.PodError) as exc:
-        raise _Failed(f"{who} carries a corrupt device allocation: {exc}", RECHECK) from None
+        raise Failed(f"{who} carries a corrupt device allocation: {exc}", RECHECK) from None
     if adopted is None:
         message = f"{who} carries no device allocation for node {node}; it will be filtered again"
-        raise _Failed(message, RECHECK)
+        raise Failed(message, RECHECK)
     snapshot = context.inventory.current()  # the ledger itself is read in the check below
     record = snapshot.nodes.get(node) if snapshot is not None else None
     if record is None:
-        raise _Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again", RECHECK)
+        raise Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again", RECHECK)
     on_api = _neighbours(context, ref, node)
     existing = context.ledger.get(ref.uid)
     if existing is not None:
@@ -252,7 +158,7 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
         return None if why else adopted
 
     if context.ledger.record_checked(ref.uid, node, check) is None:
-        raise _Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again", RECHECK)
+        raise Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again", RECHECK)
 
 
 def _allocation(pod: Mapping[str, Any], context: Context) -> dict[str, str]:
@@ -284,14 +190,16 @@ def _stamp(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> 
             return
         except ApiError as exc:
             if not exc.conflict or attempt == STAMP_ATTEMPTS - 1:
-                raise _Failed(exc.message, PATCH_FAILED) from None
+                raise Failed(exc.message, PATCH_FAILED) from None
         try:
             current = objects.get_pod(context.kube, ref.namespace, ref.name)
         except ApiError as exc:
-            raise _Failed(exc.message, PATCH_FAILED) from None
+            raise Failed(exc.message, PATCH_FAILED) from None
+        if pods.uid(current) == ref.uid and _bound_here(current, context, node):
+            raise AlreadyBound()  # another bind of this pod (a second worker, a retry) bound it meanwhile
         why = pods.refusal(current, context.settings.scheduler_name)
         if pods.uid(current) != ref.uid or why or _allocation(current, context) != checked:
-            raise _Failed(
+            raise Failed(
                 why or f"pod {ref.namespace}/{ref.name} changed while it was being bound", PATCH_FAILED
             )
 
@@ -316,29 +224,60 @@ def _bound_anyway(context: Context, ref: PodRef, node: str) -> bool | None:
     return None
 
 
+def _bound_here(pod: Mapping[str, Any], context: Context, node: str) -> bool:
+    """Bound to `node` by a bind of ours, and not being deleted: a retried or duplicate bind has nothing
+    left to do (and must not re-lock the node, reset its bind-phase or release the device plugin's lock)."""
+    spec = pods.spec(pod)
+    ours = spec.get("schedulerName") == context.settings.scheduler_name
+    return ours and spec.get("nodeName") == node and not pods.metadata(pod).get("deletionTimestamp")
+
+
+def _written(context: Context, ref: PodRef, node: str) -> dict[str, Any] | None:
+    """The pod as this replica's confirmed allocation write left it, when that is what a GET would show
+    as far as this bind can tell, else None (the caller reads the pod).
+
+    The ledger hands it out once per confirmed write (`take_written`): a second bind of the pod (another
+    worker, kube-scheduler's retry after a lost answer) reads the pod, as does a bind after a rebuild, of a
+    pod another replica wrote, or in the outside-extender mode (its writes keep no copy). The copy is the
+    PATCH's answer: same UID, the annotations we wrote, its resourceVersion. What may change after it — the
+    pod bound by another bind, deleted or recreated under the name — is caught before anything irreversible:
+    the bind-phase stamp is conditional on that resourceVersion and UID (`_stamp`: a 409 re-reads the pod
+    and decides on it) and the Binding on the UID. Only the node lock is taken before; it is released as on
+    any failure, except once the name belongs to another UID (module docstring)."""
+    pod = context.ledger.take_written(ref.uid)
+    if pod is None or pods.uid(pod) != ref.uid:
+        return None
+    if pods.namespace(pod) != ref.namespace or pods.name(pod) != ref.name:
+        return None
+    if pods.annotations_of(pod).get(ASSIGNED_NODE) != node:
+        return None  # asked for another node than filtered: the API's view answers that (NOT_FILTERED)
+    return pod
+
+
 def _lookup(context: Context, ref: PodRef, node: str, outcome: BindOutcome) -> dict[str, Any]:
-    """The pod as the API has it; refused (forgetting nothing) unless it is the requested incarnation of a
-    pod of ours that may still be bound. Raises _AlreadyBound for a pod bound to the requested node."""
+    """The pod as the API has it (or as our own write left it, `_written`); refused (forgetting nothing)
+    unless it is the requested incarnation of a pod of ours that may still be bound. Raises AlreadyBound
+    for a pod bound to the requested node."""
     mark = time.perf_counter()
-    try:
-        pod = objects.get_pod(context.kube, ref.namespace, ref.name)
-    except ApiError as exc:
-        raise _Failed(exc.message, POD_LOOKUP, event="") from None
+    pod = _written(context, ref, node)
+    if pod is None:
+        try:
+            pod = objects.get_pod(context.kube, ref.namespace, ref.name)
+        except ApiError as exc:
+            raise Failed(exc.message, POD_LOOKUP, event="") from None
     outcome.phases["pod_lookup"] = time.perf_counter() - mark
     who = f"pod {ref.namespace}/{ref.name}"
     if pods.uid(pod) != ref.uid:  # the request's UID may be another pod's: forget nothing of it
         message = f"{who} has UID {pods.uid(pod)}, not {ref.uid}"
-        raise _Failed(message, POD_RECREATED, event="", compensate=False)
+        raise Failed(message, POD_RECREATED, event="", compensate=False)
     refused = adoption.refusal(context.settings.counted, pod)
     if refused:
-        raise _Failed(refused, NOT_OURS, event="", compensate=False)  # keep its counted row; write nothing
+        raise Failed(refused, NOT_OURS, event="", compensate=False)  # keep its counted row; write nothing
     why = pods.refusal(pod, context.settings.scheduler_name)
     if why:
-        spec, ours = pods.spec(pod), context.settings.scheduler_name
-        retried = spec.get("schedulerName") == ours and spec.get("nodeName") == node
-        if retried and not pods.metadata(pod).get("deletionTimestamp"):
-            raise _AlreadyBound()
-        raise _Failed(why, NOT_SCHEDULABLE, event="", compensate=False)
+        if _bound_here(pod, context, node):
+            raise AlreadyBound()
+        raise Failed(why, NOT_SCHEDULABLE, event="", compensate=False)
     return pod
 
 
@@ -357,29 +296,29 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     held: list[Held] = []
     binding_sent = False  # from here on the pod may be bound: an unexpected failure undoes nothing
     try:
-        _await_write(context, ref, outcome)
+        await_write(context, ref, outcome)
         pod = _lookup(context, ref, node, outcome)
         try:
             requests = pods.pod_requests(pod, context.settings.vendors)
         except (InvalidRequest, pods.PodError) as exc:
-            raise _Failed(str(exc), INVALID_REQUEST) from None
+            raise Failed(str(exc), INVALID_REQUEST) from None
         assigned = pods.annotations_of(pod).get(ASSIGNED_NODE)
         if requests.any and assigned != node:
             message = f"pod {namespace}/{name} was filtered onto node {assigned or '<none>'}, not {node}"
-            raise _Failed(message, NOT_FILTERED, compensate=False)
+            raise Failed(message, NOT_FILTERED, compensate=False)
         specs = locks_for(requests, context.settings.vendors)
         if not specs:  # taking a lock reads the node; pods of vendors without one read it here
             mark = time.perf_counter()
             try:
                 objects.get_node(context.kube, node)
             except ApiError:
-                raise _Failed(f"failed to get node {node}", NODE_LOOKUP) from None
+                raise Failed(f"failed to get node {node}", NODE_LOOKUP) from None
             outcome.phases["node_lookup"] = time.perf_counter() - mark
         if specs:
             mark = time.perf_counter()
             # From here on every failure releases every lock `held` that is ours (owner- or value-checked):
-            # a CAS whose answer was lost may have taken one even when _lock ends in an error.
-            _lock(context, node, ref, specs, held, outcome)
+            # a CAS whose answer was lost may have taken one even when take_locks ends in an error.
+            take_locks(context, node, ref, specs, held, outcome)
             outcome.phases["lock"] = time.perf_counter() - mark
         if requests.any:
             mark = time.perf_counter()
@@ -396,20 +335,24 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             happened = _bound_anyway(context, ref, node)
             if happened is None:
                 message = f"{exc.message}; could not tell whether pod {namespace}/{name} was bound to {node}"
-                raise _Failed(message, BINDING_UNKNOWN, compensate=False) from None
+                raise Failed(message, BINDING_UNKNOWN, compensate=False) from None
             if not happened:
-                raise _Failed(exc.message, BINDING_FAILED_REASON) from None
+                raise Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
-    except _AlreadyBound:
-        return outcome  # bound to this node already (a retried bind): nothing to write, nothing to undo
-    except (_Failed, LockContention, ApiError) as failure:
-        message = failure.message if isinstance(failure, _Failed | ApiError) else str(failure)
-        event = failure.event if isinstance(failure, _Failed) else message
-        if isinstance(failure, _Failed):
+    except AlreadyBound:  # bound to this node already (a retried or duplicate bind): nothing to undo
+        try:  # a duplicate's re-check may have rewritten the row as it read it, before the other's bound
+            context.ledger.set_state(ref.uid, BOUND, only_from=(CONFIRMED,))
+        except Exception:  # e.g. SQLite busy: the ledger watch sees the pod bound
+            logger.exception("could not mark the bound pod", extra={"pod": f"{namespace}/{name}"})
+        return outcome
+    except (Failed, LockContention, ApiError) as failure:
+        message = failure.message if isinstance(failure, Failed | ApiError) else str(failure)
+        event = failure.event if isinstance(failure, Failed) else message
+        if isinstance(failure, Failed):
             outcome.reason = failure.reason
         else:
             outcome.reason = LOCK_CONTENDED if isinstance(failure, LockContention) else LOCK_ERROR
-        if not isinstance(failure, _Failed) or failure.compensate:
+        if not isinstance(failure, Failed) or failure.compensate:
             _compensate(context, ref, node, held)
         if event and context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, event)

@@ -2,7 +2,9 @@
 
 The rules (who may take the lock) are pure, in `app.core.nodelock`; this module does the GETs and the
 conditional PATCHes. A 409 means someone changed the node between our GET and PATCH: we re-read and decide
-again. A lost answer to a successful PATCH is recognised on the next read (the lock is ours: re-entry).
+again. A bind first tries the common case without the GET (`blind`): no lock on the node, taken by one JSON
+patch that `test`s the lock annotation is absent (`_take_if_free`); present, it reads and decides as above.
+A lost answer to a successful PATCH is recognised on the next read (the lock is ours: re-entry).
 Retries back off exponentially with jitter (HAMi #2589: fixed intervals make binds stampede). We only ever
 delete a lock that is ours.
 """
@@ -83,13 +85,21 @@ def lock_node(
     annotation: str = LOCK_ANNOTATION,
     owned: bool = True,
     written: list[str] | None = None,
+    blind: bool = False,
 ) -> Acquired:
     """Take `node`'s lock `annotation` for pod `namespace/name`; raises LockContention, NodeUnreadable (the
     node could not be read at all: HAMi's `failed to get node`) or ApiError.
 
     `owned`: the value names the pod (HAMi's `hami.io/mutex.lock`), else it is a bare RFC3339 time (a
     vendor lock such as Cambricon's, which names nobody and is never re-entered). Every value patched is
-    appended to `written` first, so a caller whose patch answer was lost can still release it."""
+    appended to `written` first, so a caller whose patch answer was lost can still release it.
+
+    `blind`: first try to take a free lock without reading the node (`_take_if_free`); when the lock is
+    there (or that attempt fails in any way) read the node and decide as HAMi does."""
+    if blind:
+        taken = _take_if_free(kube, node, namespace, name, now(), annotation, owned, written)
+        if taken is not None:
+            return taken
     last: ApiError | None = None
     read = False
     for delay in [*backoff.delays(), None]:
@@ -137,6 +147,32 @@ def lock_node(
     if not read:
         raise NodeUnreadable(last.status, last.reason, f"failed to get node {node}: {last.message}")
     raise ApiError(last.status, last.reason, f"failed to set node lock (node={node}): {last.message}")
+
+
+def _take_if_free(
+    kube: Kube,
+    node: str,
+    namespace: str,
+    name: str,
+    moment: datetime,
+    annotation: str,
+    owned: bool,
+    written: list[str] | None,
+) -> Acquired | None:
+    """The common case in one request: no lock on the node (its last holder's device plugin released it),
+    so `nodelock.decide` says ACQUIRE, and the lock is written only if it is still absent — a JSON patch
+    whose `test` makes it a compare-and-swap on the lock annotation, as HAMi's resourceVersion CAS is on the
+    whole node (a holder's, HAMi's scheduler's or another replica's write in between fails it; their own
+    resourceVersion CAS fails on ours). The value is HAMi's, byte for byte. None when the lock is there
+    (422), or the attempt failed otherwise (a lost answer: the read that follows finds our value)."""
+    value = nodelock.format_lock(moment, namespace, name) if owned else nodelock.format_rfc3339(moment)
+    if written is not None:
+        written.append(value)
+    try:
+        objects.add_node_annotation_if_absent(kube, node, annotation, value)
+    except ApiError:
+        return None
+    return Acquired(value)
 
 
 def _renamed(kube: Kube, namespace: str, name: str, uid: str) -> bool:
@@ -244,6 +280,8 @@ def lock_all(
     now: Callable[[], datetime],
     held: list[Held],
     backoff: Backoff = Backoff(),
+    *,
+    blind: bool = False,
 ) -> Acquired | None:
     """Take every lock of `specs`, in order, appending each to `held` before trying it; the first error
     (contention included) is raised with the locks taken so far still in `held`, for the caller to release
@@ -264,6 +302,7 @@ def lock_all(
             annotation=spec.annotation,
             owned=spec.owned,
             written=entry.written,
+            blind=blind,
         )
         if acquired is None or got.took_over:
             acquired = got

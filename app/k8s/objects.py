@@ -25,6 +25,7 @@ from app.k8s.client import DEFAULT_TIMEOUT, Kube
 from app.k8s.errors import ApiError, from_exception, from_response
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
 _TIMEOUT = urllib3.Timeout(connect=DEFAULT_TIMEOUT[0], read=DEFAULT_TIMEOUT[1])
 
@@ -130,6 +131,22 @@ def patch_node_annotations(
     """Merge patch of node annotations; with `resource_version` it fails with 409 if the node changed."""
     body = _metadata_patch(annotations, None, resource_version)
     return _object(_call(kube, "PATCH", _node_path(name), body, MERGE_PATCH))
+
+
+def _pointer(*keys: str) -> str:
+    """An RFC 6901 JSON pointer to `keys` (`~` and `/` escaped)."""
+    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
+
+
+def add_node_annotation_if_absent(kube: Kube, name: str, key: str, value: str) -> dict[str, Any]:
+    """Set the node's annotation `key` only where it is absent, without reading the node: a JSON patch
+    `test` of `null` at the key, then `add`. kube-apiserver applies JSON patches with evanphx/json-patch v4
+    (k8s.io/apiserver handlers/patch.go), whose `test` of `null` passes on a missing member, and answers
+    422 when a test fails: the annotation present (any value), or the node without annotations at all.
+    Returns the updated node; raises ApiError (422, 404, ...)."""
+    path = _pointer("metadata", "annotations", key)
+    body = [{"op": "test", "path": path, "value": None}, {"op": "add", "path": path, "value": value}]
+    return _object(_call(kube, "PATCH", _node_path(name), body, JSON_PATCH))
 
 
 def bind_pod(kube: Kube, namespace: str, name: str, uid: str, node: str) -> None:

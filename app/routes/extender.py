@@ -13,7 +13,8 @@ import time
 from flask import Blueprint, Response, request
 
 from app import decisions
-from app.binding import BOUND_OK, bind_pod
+from app.binding import bind_pod
+from app.bindoutcome import BOUND_OK
 from app.core import pods
 from app.core.inventory import node_name
 from app.drafilter import filter_pod

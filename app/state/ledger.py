@@ -13,6 +13,9 @@ chosen node against every other reservation and the insert happen in one `BEGIN 
 which holds SQLite's single write lock. Python's default sqlite3 transactions would let a read-then-insert
 race (research/ecosystem.md §3.1), so connections use `isolation_level=None` and explicit transactions.
 
+Beside a row this replica's deferred write confirmed, the pod as that write's answer showed it (table
+`written`) is kept for one bind (`take_written`), which then needs no GET of the pod (app/binding.py).
+
 Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
 view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
 One connection per process, opened after fork.
@@ -55,6 +58,7 @@ CREATE INDEX IF NOT EXISTS reservations_namespace ON reservations (namespace);
 CREATE INDEX IF NOT EXISTS reservations_seq ON reservations (seq);
 CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, uid TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS written (uid TEXT PRIMARY KEY, allocation TEXT NOT NULL, pod BLOB NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
 """
 # Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
@@ -257,6 +261,7 @@ class Ledger:
         )
 
     def _delete(self, db: sqlite3.Connection, uid: str) -> bool:
+        db.execute("DELETE FROM written WHERE uid = ?", (uid,))
         if db.execute("DELETE FROM reservations WHERE uid = ?", (uid,)).rowcount == 0:
             return False
         db.execute("INSERT INTO tombstones (seq, uid) VALUES (?, ?)", (self._next_seq(db), uid))
@@ -338,10 +343,14 @@ class Ledger:
                 )
             return True
 
-    def resolve_write(self, uid: str, allocation: str, *, written: bool) -> bool:
+    def resolve_write(
+        self, uid: str, allocation: str, *, written: bool, pod: Mapping[str, Any] | None = None
+    ) -> bool:
         """A deferred allocation write's outcome (app/allocwrite.py), on the row it was written for only —
         still `assumed`, same allocation: written -> `confirmed`, failed -> forgotten. False when the row
-        was replaced, forgotten or moved on meanwhile (then nothing changes)."""
+        was replaced, forgotten or moved on meanwhile (then nothing changes).
+
+        `pod`: the pod as the write's answer showed it, kept for one bind of this row (`take_written`)."""
         with self.transaction() as db:
             row = db.execute(
                 "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND allocation = ?",
@@ -355,7 +364,30 @@ class Ledger:
                 "UPDATE reservations SET state = ?, seq = ? WHERE uid = ?",
                 (CONFIRMED, self._next_seq(db), uid),
             )
+            if pod is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO written (uid, allocation, pod) VALUES (?, ?, ?)",
+                    (uid, allocation, orjson.dumps(pod)),
+                )
             return True
+
+    def take_written(self, uid: str) -> dict[str, Any] | None:
+        """The pod as this replica's confirmed write of `uid` left it (`resolve_write`), handed out once:
+        only while the row is still the `confirmed` one that write made (same allocation); gone after this
+        call either way, and with the row, and on a rebuild (app/binding.py reads the pod then). Where
+        there is none (the usual case outside the deferred write) nothing waits for the write lock."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM written WHERE uid = ?", (uid,)).fetchone() is None:
+                return None
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT w.pod FROM written w JOIN reservations r ON r.uid = w.uid"
+                " WHERE w.uid = ? AND r.state = ? AND r.allocation = w.allocation",
+                (uid, CONFIRMED),
+            ).fetchone()
+            db.execute("DELETE FROM written WHERE uid = ?", (uid,))
+        decoded = orjson.loads(row[0]) if row else None
+        return decoded if isinstance(decoded, dict) else None
 
     def forget(self, uid: str) -> bool:
         """Remove one reservation (the failure path of filter); True if there was one."""
@@ -410,6 +442,7 @@ class Ledger:
                 final.update({row.uid: row for row in current if keep(row)})
             db.execute("DELETE FROM reservations")
             db.execute("DELETE FROM tombstones")
+            db.execute("DELETE FROM written")
             for entry in final.values():
                 self._put(db, entry)
             db.execute("UPDATE meta SET value = value + 1 WHERE key = 'epoch'")

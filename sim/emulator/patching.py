@@ -101,13 +101,31 @@ def _without_directives(value: Any) -> Any:
     return value
 
 
+def _missing_member(document: Any, operation: Any) -> bool:
+    """A ``test`` of ``null`` at a member its object lacks: kube-apiserver's JSON patch library
+    (gopkg.in/evanphx/json-patch.v4, `Patch.test`) lets it pass, where RFC 6902 would fail it (a client
+    uses it as "only if absent", app/k8s/objects.py). The object itself must exist."""
+    if not isinstance(operation, dict) or operation.get("op") != "test" or operation.get("value") is not None:
+        return False
+    try:
+        pointer = jsonpatch.JsonPointer(operation.get("path", ""))
+        parent, key = pointer.to_last(document)
+    except (jsonpatch.JsonPointerException, TypeError):
+        return False
+    return isinstance(parent, dict) and isinstance(key, str) and key not in parent
+
+
 def json_patch(document: dict[str, Any], operations: Any) -> Any:
-    """RFC 6902 on a private copy; a failed ``test`` or an inapplicable operation is 422 Invalid."""
+    """RFC 6902 on a private copy, as kube-apiserver applies it (a ``test`` of ``null`` passes on a missing
+    member); a failed ``test`` or an inapplicable operation is 422 Invalid."""
     if not isinstance(operations, list):
         raise bad_request("json patch must be a list of operations")
     copy = orjson.loads(orjson.dumps(document))
     try:
-        return jsonpatch.JsonPatch(operations).apply(copy, in_place=True)
+        for operation in operations:
+            if not _missing_member(copy, operation):
+                copy = jsonpatch.JsonPatch([operation]).apply(copy, in_place=True)
+        return copy
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, TypeError) as error:
         raise ApiError(
             422, f"the server rejected our request due to an error in our request: {error}"

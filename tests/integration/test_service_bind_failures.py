@@ -54,9 +54,12 @@ CASES = [
     ),
     Case("pod-lookup-500", ({**POD_GET, "status": 500},), "Internal error occurred: injected fault"),
     Case("pod-deleted", (), 'pods "{pod}" not found', delete_pod=True),
-    Case(
+    Case(  # the lock's first attempt, a JSON patch taking it while free (no read), fails too
         "node-lookup-500",
-        ({"action": "error", "verb": "get", "resource": "nodes", "name": "{node}", "status": 500},),
+        (
+            {**NODE_PATCH, "status": 500, "count": 1},
+            {"action": "error", "verb": "get", "resource": "nodes", "name": "{node}", "status": 500},
+        ),
         "failed to get node {node}",
     ),
     Case(
@@ -85,13 +88,14 @@ CASES = [
     ),
     Case(
         # the CAS happens but its answer is lost, and the re-reads that would recognise it fail: the bind
-        # cannot know it holds the lock, so it must release it (owner-checked) anyway
+        # cannot know it holds the lock, so it must release it (owner-checked) anyway. The CAS is the
+        # lock's first attempt (taken while free, without a read), so every read fails: HAMi's message
         "lock-answer-lost-then-node-reads-fail",
         (
             {**NODE_PATCH, "action": "delay", "delay": 1.0, "count": 1},
             {**NODE_PATCH, "action": "lost_response", "count": 1},
         ),
-        "failed to set node lock (node={node})",
+        "failed to get node {node}",
         then=(
             {
                 "action": "error",
@@ -99,7 +103,7 @@ CASES = [
                 "resource": "nodes",
                 "name": "{node}",
                 "status": 500,
-                "count": 4,
+                "count": 5,
             },
         ),
     ),

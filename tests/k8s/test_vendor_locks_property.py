@@ -25,7 +25,7 @@ from app.devices.hygon import Hygon
 from app.devices.nvidia import Nvidia
 from app.devices.vastai import Vastai
 from app.k8s import objects
-from app.k8s.client import Kube, connect
+from app.k8s.client import Kube
 from app.k8s.errors import ApiError
 from app.k8s.nodelock import Backoff, Held, LockContention, NodeUnreadable, lock_all, release_all
 from sim.emulator.testing import EmulatorHandle, node, pod, run_emulator
@@ -53,13 +53,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorHandle]:
     with run_emulator(Path(tmp_path_factory.mktemp("locks")) / "sim") as handle:
         handle.seed([node("n1"), pod("other")])
         yield handle
-
-
-@pytest.fixture(scope="module")
-def kube(sim: EmulatorHandle) -> Iterator[Kube]:
-    connected = connect(str(sim.kubeconfig))
-    yield connected
-    connected.close()
 
 
 def locks(kube: Kube) -> dict[str, str]:

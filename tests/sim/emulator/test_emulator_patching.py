@@ -182,6 +182,11 @@ def test_json_patch_operations() -> None:
         pytest.param([{"op": "test", "path": "/a", "value": "other"}], id="failed-test"),
         pytest.param([{"op": "remove", "path": "/missing"}], id="remove-missing"),
         pytest.param([{"op": "replace", "path": "/missing/x", "value": 1}], id="replace-missing"),
+        pytest.param([{"op": "test", "path": "/a", "value": None}], id="null-test-of-a-present-member"),
+        pytest.param(
+            [{"op": "test", "path": "/missing/x", "value": None}], id="null-test-without-its-object"
+        ),
+        pytest.param([{"op": "test", "path": "/a"}], id="test-without-value"),
     ],
 )
 def test_inapplicable_json_patch_is_422(ops: list[dict[str, Any]]) -> None:
@@ -208,3 +213,26 @@ def test_unknown_patch_type_is_415() -> None:
     with pytest.raises(ApiError) as caught:
         apply_patch("application/apply-patch+yaml", {}, {})
     assert caught.value.code == 415
+
+
+@pytest.mark.parametrize(
+    ("ops", "expected"),
+    [
+        pytest.param(
+            [{"op": "test", "path": "/m/k", "value": None}, {"op": "add", "path": "/m/k", "value": "v"}],
+            {"a": "1", "m": {"k": "v"}},
+            id="add-if-absent",
+        ),
+        pytest.param(
+            [{"op": "add", "path": "/m/k", "value": "v"}, {"op": "test", "path": "/m/k", "value": "v"}],
+            {"a": "1", "m": {"k": "v"}},
+            id="in-order",
+        ),
+    ],
+)
+def test_a_null_test_passes_on_a_missing_member_as_kube_apiserver_does(
+    ops: list[dict[str, Any]], expected: dict[str, Any]
+) -> None:
+    """gopkg.in/evanphx/json-patch.v4 (kube-apiserver's JSON patch): `test` of null on a member its object
+    lacks passes; app/k8s/objects.py takes a free node lock so."""
+    assert json_patch({"a": "1", "m": {}}, ops) == expected
