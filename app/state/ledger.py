@@ -18,7 +18,8 @@ Beside a row this replica's deferred write confirmed, the pod as that write's an
 
 Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
 view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
-One connection per process, opened after fork.
+One connection per process, opened after fork. The schema: app/state/schema.py; a row's device uses as bytes:
+app/state/usecodec.py.
 """
 
 from __future__ import annotations
@@ -34,58 +35,13 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.core.model import DeviceUse, MigInstance, MigPlacement, MigSlice
+from app.core.model import DeviceUse
+from app.state.schema import QUOTA_FILL, QUOTA_TABLE, QUOTA_TRIGGERS, SCHEMA
+from app.state.usecodec import decode_uses, encode_uses
 
 LEDGER_FILE = "ledger.db"
 ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS reservations (
-    uid TEXT PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    name TEXT NOT NULL,
-    node TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('assumed', 'confirmed', 'bound')),
-    uses BLOB NOT NULL,
-    quota BLOB NOT NULL,
-    allocation TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    seq INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS reservations_node ON reservations (node);
-CREATE INDEX IF NOT EXISTS reservations_namespace ON reservations (namespace);
-CREATE INDEX IF NOT EXISTS reservations_seq ON reservations (seq);
-CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, uid TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS written (uid TEXT PRIMARY KEY, allocation TEXT NOT NULL, pod BLOB NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
-"""
-# Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
-# instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The
-# implicit delete of INSERT OR REPLACE fires the delete trigger only with recursive_triggers on.
-_QUOTA_TABLE = """CREATE TABLE quota_used (
-    namespace TEXT NOT NULL,
-    resource TEXT NOT NULL,
-    amount INTEGER NOT NULL,
-    PRIMARY KEY (namespace, resource)
-)"""
-_QUOTA_ITEMS = "json_each(CAST({row}.quota AS TEXT))"
-_QUOTA_ADD = f"""INSERT INTO quota_used (namespace, resource, amount)
-    SELECT NEW.namespace, q.key, q.value FROM {_QUOTA_ITEMS.format(row="NEW")} q WHERE true
-    ON CONFLICT (namespace, resource) DO UPDATE SET amount = amount + excluded.amount;"""
-_QUOTA_SUBTRACT = f"""UPDATE quota_used
-    SET amount = amount - (SELECT q.value FROM {_QUOTA_ITEMS.format(row="OLD")} q WHERE q.key = resource)
-    WHERE namespace = OLD.namespace AND resource IN (SELECT q.key FROM {_QUOTA_ITEMS.format(row="OLD")} q);"""
-_QUOTA_TRIGGERS = (
-    f"CREATE TRIGGER quota_insert AFTER INSERT ON reservations BEGIN {_QUOTA_ADD} END",
-    f"CREATE TRIGGER quota_delete AFTER DELETE ON reservations BEGIN {_QUOTA_SUBTRACT} END",
-    "CREATE TRIGGER quota_update AFTER UPDATE OF namespace, quota ON reservations"
-    f" BEGIN {_QUOTA_SUBTRACT} {_QUOTA_ADD} END",
-)
-_QUOTA_FILL = f"""INSERT INTO quota_used (namespace, resource, amount)
-    SELECT r.namespace, q.key, SUM(q.value) FROM reservations r, {_QUOTA_ITEMS.format(row="r")} q
-    GROUP BY r.namespace, q.key"""
 _COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
 
 
@@ -123,48 +79,6 @@ class RowState(NamedTuple):
     name: str = ""
 
 
-def _slice(s: MigSlice) -> list[object]:
-    item: list[object] = [s.placement.start, s.placement.size, s.profile]
-    if s.instance is not None:
-        item += [s.instance.uuid, s.instance.gpu_instance_id, s.instance.compute_instance_id]
-    return item
-
-
-def _encode_uses(uses: Mapping[str, DeviceUse]) -> bytes:
-    """`[[uuid, slots, mem, cores], ...]`; a use with MIG slices adds `mig_slots, [[start, size, profile
-    (, mig uuid, gpu instance, compute instance)], ...]`, a use with usage tags (Metax sGPU's app class
-    and QoS, `Vendor.usage_tags`) adds those two and `[tag, ...]`, and a use with core bitmasks (AWS
-    Neuron, `DeviceUse.masks`) adds those three and `[mask, ...]` (shorter rows, written before MIG, tags
-    or masks were kept, decode too)."""
-    rows: list[list[object]] = []
-    for uuid, u in sorted(uses.items()):
-        row: list[object] = [uuid, u.slots, u.mem, u.cores]
-        if u.mig or u.mig_slots or u.tags or u.masks:
-            row += [u.mig_slots, [_slice(s) for s in u.mig]]
-        if u.tags or u.masks:
-            row.append(list(u.tags))
-        if u.masks:
-            row.append(list(u.masks))
-        rows.append(row)
-    return orjson.dumps(rows)
-
-
-def _decode_slice(item: list[Any]) -> MigSlice:
-    instance = MigInstance(item[3], item[4], item[5]) if len(item) > 3 else None
-    return MigSlice(item[2], MigPlacement(item[0], item[1]), instance)
-
-
-def _decode_uses(raw: bytes) -> dict[str, DeviceUse]:
-    uses = {}
-    for row in orjson.loads(raw):
-        uuid, slots, mem, cores, *more = row
-        slices = tuple(_decode_slice(item) for item in more[1]) if more else ()
-        tags = tuple(more[2]) if len(more) > 2 else ()
-        masks = tuple(more[3]) if len(more) > 3 else ()
-        uses[uuid] = DeviceUse(slots, mem, cores, more[0] if more else 0, slices, tags, masks)
-    return uses
-
-
 def _entry(row: tuple[object, ...]) -> Entry:
     uid, namespace, name, node, state, uses, quota, allocation, updated_at = row
     return Entry(
@@ -173,7 +87,7 @@ def _entry(row: tuple[object, ...]) -> Entry:
         str(name),
         str(node),
         str(state),
-        _decode_uses(uses),  # type: ignore[arg-type]
+        decode_uses(uses),  # type: ignore[arg-type]
         orjson.loads(quota),  # type: ignore[arg-type]
         str(allocation),
         float(updated_at),  # type: ignore[arg-type]
@@ -209,14 +123,14 @@ class Ledger:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA recursive_triggers=ON")
         with self.transaction():
-            for statement in _SCHEMA.strip().split(";"):
+            for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
                     self._db.execute(statement)
             if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'quota_used'").fetchone():
-                self._db.execute(_QUOTA_TABLE)
-                for trigger in _QUOTA_TRIGGERS:
+                self._db.execute(QUOTA_TABLE)
+                for trigger in QUOTA_TRIGGERS:
                     self._db.execute(trigger)
-                self._db.execute(_QUOTA_FILL)  # a ledger written before the table existed
+                self._db.execute(QUOTA_FILL)  # a ledger written before the table existed
 
     def close(self) -> None:
         with self._lock:
@@ -252,7 +166,7 @@ class Ledger:
                 entry.name,
                 entry.node,
                 entry.state,
-                _encode_uses(entry.uses),
+                encode_uses(entry.uses),
                 orjson.dumps(dict(entry.quota)),
                 entry.allocation,
                 entry.updated_at,
@@ -271,13 +185,13 @@ class Ledger:
 
     def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[dict[str, DeviceUse]]:
         rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
-        return [_decode_uses(uses) for (uses,) in rows]
+        return [decode_uses(uses) for (uses,) in rows]
 
     def node_uses_by_uid(
         self, db: sqlite3.Connection, node: str, exclude_uid: str
     ) -> dict[str, dict[str, DeviceUse]]:
         query = "SELECT uid, uses FROM reservations WHERE node = ? AND uid != ?"
-        return {str(uid): _decode_uses(uses) for uid, uses in db.execute(query, (node, exclude_uid))}
+        return {str(uid): decode_uses(uses) for uid, uses in db.execute(query, (node, exclude_uid))}
 
     def quota_used(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> dict[str, int]:
         """resource -> amount held by the namespace's reservations other than `exclude_uid`'s."""
