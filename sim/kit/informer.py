@@ -41,15 +41,28 @@ class Informer:
         self.synced = threading.Event()
         self.stop_event = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._interrupt: Callable[[], None] | None = None
+        self._interrupt_lock = threading.Lock()
 
     def start(self) -> Informer:
         self._thread.start()
         return self
 
     def stop(self, wait: float = 5.0) -> None:
+        """Stop the loop: the open watch is interrupted at once (an idle one would otherwise block until
+        its next event or its timeout), then the thread is joined."""
         self.stop_event.set()
+        with self._interrupt_lock:
+            if self._interrupt is not None:
+                self._interrupt()
         if self._thread.is_alive():
             self._thread.join(wait)
+
+    def _opened(self, interrupt: Callable[[], None]) -> None:
+        with self._interrupt_lock:
+            self._interrupt = interrupt
+            if self.stop_event.is_set():  # stopped while the watch was being opened
+                interrupt()
 
     def _emit(self, kind: str, obj: Obj) -> None:
         key = object_key(obj)
@@ -88,7 +101,10 @@ class Informer:
             try:
                 if not version:
                     version = self._relist()
-                for event in self.kube.watch(self.path, version, self.stop_event, **self.params):
+                events = self.kube.watch(
+                    self.path, version, self.stop_event, on_open=self._opened, **self.params
+                )
+                for event in events:
                     obj = event.get("object") or {}
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":

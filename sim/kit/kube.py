@@ -15,7 +15,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -290,10 +290,13 @@ class Kube:
         resource_version: str,
         stop: threading.Event,
         timeout_seconds: int = 60,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
         **params: Any,
     ) -> Iterator[Obj]:
         """Watch events (``{"type", "object"}``) from ``resource_version``, bookmarks included; ends on
-        the server's timeout, on ``stop`` (checked at every event or bookmark) or raises KubeError (410)."""
+        the server's timeout, on ``stop`` (checked at every event or bookmark) or raises KubeError (410).
+        ``on_open`` gets, once the stream is open, a callable that interrupts a read blocked on it from
+        another thread (an idle watch gets no bookmark, so ``stop`` alone is seen only at the next event)."""
         query = {
             **params,
             "watch": "true",
@@ -315,6 +318,8 @@ class Kube:
         try:
             if response.status >= 400:
                 raise _error(response.status, response.read())
+            if on_open is not None:
+                on_open(response.shutdown)
             buffer = b""
             for chunk in response.stream(65536):
                 buffer += chunk
