@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from bench import summary
@@ -165,10 +165,11 @@ class CountingKube(Kube):
         resource_version: str,
         stop: threading.Event,
         timeout_seconds: int = 60,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
         **params: Any,
     ) -> Iterator[Obj]:
         self.note(path_key("GET", path, {"watch": "true"}))
-        return super().watch(path, resource_version, stop, timeout_seconds, **params)
+        return super().watch(path, resource_version, stop, timeout_seconds, on_open, **params)
 
     def scrape(self) -> summary.Scrape:
         """kube-apiserver's counters now (GET /metrics as the admin user: `apiserver_request_total` does
