@@ -32,15 +32,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
 import pytest
-from test_real_preemption import _device_usage, _gpu_memory, _pods, _running, wait_for
+from test_real_preemption import _device_usage, _gpu_memory, _pods, _reservations, _running, wait_for
 
 from app.core.codec import decode_pod_single_device
 from sim.cluster.harness import ClusterOptions, running_cluster
 from sim.cluster.stack import Stack
 from sim.controlplane.real import WORKLOAD_API_SINCE, minor_of
-from sim.kit.kube import Kube, pod_path, pool_manager
+from sim.kit.kube import Kube, pod_path
 from workers.worker import SWEEP_EVERY
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
@@ -81,21 +80,6 @@ def _gang(kube: Kube, group: str, size: int) -> list[str]:
     for name in names:
         kube.create(pod_path("default"), _gpu_pod(name, group))
     return names
-
-
-def _reservations(stack: Stack) -> dict[str, dict[str, Any]]:
-    """uid -> our ledger's reservation on gpu-node-01 (/debug/state, kube-scheduler's client certificate)."""
-    client = stack.workdir / "kube-scheduler-client"
-    assert stack.ca_file is not None
-    http = pool_manager(
-        1, stack.ca_file.read_bytes(), client_cert=(str(client / "tls.crt"), str(client / "tls.key"))
-    )
-    try:
-        url = stack.extender_urls.get(stack.service_url, stack.service_url)
-        state = orjson.loads(http.request("GET", f"{url}/debug/state?node=gpu-node-01").data)
-    finally:
-        http.clear()
-    return {r["uid"]: r for r in state["reservations"]}
 
 
 def _filtered_at(pod: dict[str, Any]) -> float | None:

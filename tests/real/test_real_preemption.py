@@ -112,8 +112,8 @@ def _gpu_memory(kube: Kube) -> dict[str, int]:
     return {d["id"]: d["devmem"] for d in devices}
 
 
-def _reserved_uids(stack: Stack) -> set[str]:
-    """The UIDs our replica's ledger holds on the node (/debug/state, kube-scheduler's client cert)."""
+def _reservations(stack: Stack) -> dict[str, dict[str, Any]]:
+    """uid -> our replica's reservation on gpu-node-01 (/debug/state, kube-scheduler's client certificate)."""
     client = stack.workdir / "kube-scheduler-client"
     assert stack.ca_file is not None
     http = pool_manager(
@@ -124,7 +124,12 @@ def _reserved_uids(stack: Stack) -> set[str]:
         state = orjson.loads(http.request("GET", f"{url}/debug/state?node=gpu-node-01").data)
     finally:
         http.clear()
-    return {r["uid"] for r in state["reservations"]}
+    return {r["uid"]: r for r in state["reservations"]}
+
+
+def _reserved_uids(stack: Stack) -> set[str]:
+    """The UIDs our replica's ledger holds on the node."""
+    return set(_reservations(stack))
 
 
 def _setup(stack: Stack, gpu_pods: list[tuple[str, int]], cpu_pod: bool) -> tuple[Kube, Callable[[], None]]:
