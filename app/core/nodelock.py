@@ -222,7 +222,18 @@ BIND_PHASE = "hami.io/bind-phase"
 BIND_TIME = "hami.io/bind-time"
 PHASE_ALLOCATING = "allocating"
 PHASE_SUCCESS = "success"
+TO_ALLOCATE_SUFFIX = "-devices-to-allocate"  # HAMi's per-vendor to-allocate annotation keys
 PHASE_FAILED = "failed"
+
+
+def _devices_left(annotations: Mapping[str, Any]) -> bool:
+    """Whether a device plugin still has a device group to allocate (`hami.io/<vendor>-devices-to-allocate`
+    with a group left): `success` is then one vendor's plugin finishing first on a pod that asks for
+    several vendors (HAMi's multi-vendor quirk, vendors §1.5), not the end of the pod's allocation."""
+    return any(
+        key.endswith(TO_ALLOCATE_SUFFIX) and isinstance(value, str) and value.strip(";:, ")
+        for key, value in annotations.items()
+    )
 
 
 def classify_holder(
@@ -238,10 +249,11 @@ def classify_holder(
     GONE: deleted, now assigned to another node, or never bound and its bind attempt older than
     `stale_after` — both its bind-time and the lock's own time, whichever is later (its bind failed and
     nobody is coming back for this lock); TERMINAL: Succeeded or Failed;
-    PENDING_ALLOCATION: bound here and waiting for the device plugin's Allocate (bind-phase still
-    `allocating`); ALLOCATED: bound here and its allocation finished (bind-phase `success` or `failed`, or
-    admitted by the kubelet: Running, or a `hostIP` in its status); ACTIVE: anything else (e.g. its bind is
-    in flight).
+    PENDING_ALLOCATION: bound here and waiting for a device plugin's Allocate (bind-phase still
+    `allocating`, or `success` while a to-allocate annotation still names devices: another vendor's plugin
+    finished first); ALLOCATED: bound here and its allocation finished (bind-phase `failed`, `success` with
+    nothing left to allocate, or admitted by the kubelet: Running, or a `hostIP` in its status); ACTIVE:
+    anything else (e.g. its bind is in flight).
     """
     if pod is None:
         return Holder.GONE
@@ -257,13 +269,15 @@ def classify_holder(
         return Holder.GONE
     spec = pod.get("spec")
     bound_to = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    bind_phase = annotations.get(BIND_PHASE)
     if bound_to == node and (
-        annotations.get(BIND_PHASE) in (PHASE_SUCCESS, PHASE_FAILED)
+        bind_phase == PHASE_FAILED
+        or (bind_phase == PHASE_SUCCESS and not _devices_left(annotations))
         or phase == "Running"
         or (isinstance(status, Mapping) and status.get("hostIP"))
     ):
         return Holder.ALLOCATED
-    if bound_to == node and annotations.get(BIND_PHASE) == PHASE_ALLOCATING:
+    if bound_to == node and bind_phase in (PHASE_ALLOCATING, PHASE_SUCCESS):
         return Holder.PENDING_ALLOCATION
     if not bound_to:
         # The latest sign of life counts: a pod whose earlier bind failed still carries that attempt's

@@ -50,6 +50,22 @@ def holder(
             id="bound-allocate-failed",
         ),
         pytest.param(holder(hami_io_bind_phase="success"), None, Holder.ACTIVE, id="not-bound-old-success"),
+        pytest.param(  # a multi-vendor pod: another vendor's plugin set success, NVIDIA's group is left
+            holder(
+                node="gpu-a",
+                hami_io_bind_phase="success",
+                hami_io_vgpu_devices_to_allocate="GPU-0,NVIDIA,1024,30:;",
+            ),
+            None,
+            Holder.PENDING_ALLOCATION,
+            id="bound-success-while-devices-left",
+        ),
+        pytest.param(
+            holder(node="gpu-a", hami_io_bind_phase="success", hami_io_vgpu_devices_to_allocate=";;"),
+            None,
+            Holder.ALLOCATED,
+            id="bound-success-groups-erased",
+        ),
         pytest.param(  # our bind lock's vendors: no plugin stamps a phase; the kubelet admitted it
             holder(node="gpu-a", phase="Running", hami_io_bind_phase="allocating"),
             None,
