@@ -82,7 +82,7 @@ from app.bindoutcome import (
     BindOutcome,
     Failed,
 )
-from app.bindwait import await_write, take_locks
+from app.bindwait import await_write, give_back_written, take_locks
 from app.context import Context
 from app.core import adoption, podkeys, pods
 from app.core.codec import CodecError
@@ -339,7 +339,8 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             if not happened:
                 raise Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
-    except AlreadyBound:  # bound to this node already (a retried or duplicate bind): nothing to undo
+    except AlreadyBound:  # bound to this node already (a retried or duplicate bind): undo only our own lock
+        give_back_written(context, node, ref, held)  # taken free from a stale copy (`_written`); see bindwait
         try:  # a duplicate's re-check may have rewritten the row as it read it, before the other's bound
             context.ledger.set_state(ref.uid, BOUND, only_from=(CONFIRMED,))
         except Exception:  # e.g. SQLite busy: the ledger watch sees the pod bound

@@ -8,6 +8,8 @@ Invariants owned here:
 - Every lock the pod's vendors need is taken, all or none, within HAMI_BIND_LOCK_WAIT: under contention the
   ones taken are given back before waiting, so a bind never sits on one lock while it waits for another;
   everything taken, or maybe taken, is in `held` for the caller to release on failure.
+- A bind that finds its pod already bound gives back only the lock values it wrote itself
+  (`give_back_written`): a lock it re-entered is the bound pod's, which its device plugin still needs.
 - The remembered contention (`_contended`) only chooses which request comes first (a blind take or a read
   of the node); what is decided about a lock is always decided on the API's answer.
 """
@@ -15,10 +17,12 @@ Invariants owned here:
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from cachetools import TTLCache
@@ -31,6 +35,8 @@ from app.k8s.errors import ApiError
 from app.k8s.events import PodRef
 from app.k8s.nodelock import Held, LockContention, NodeUnreadable, lock_all, release_all
 from app.state.ledger import ASSUMED
+
+logger = logging.getLogger(__name__)
 
 LOCK_RETRY_FIRST, LOCK_RETRY_FACTOR, LOCK_RETRY_MAX = 0.025, 1.5, 0.25  # seconds: backoff under contention
 
@@ -96,6 +102,19 @@ def take_locks(
                 raise Failed(str(exc), LOCK_CONTENDED) from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
+
+
+def give_back_written(context: Context, node: str, ref: PodRef, held: Sequence[Held]) -> None:
+    """Release the locks of `held` that this bind wrote (a free lock it took), each only while it still
+    holds the value written; a lock it re-entered (written nothing) is kept. Nothing raises: a lock left
+    behind names a bound pod, which the next binder takes over (app.core.nodelock.classify_holder)."""
+    taken = [replace(entry, spec=replace(entry.spec, owned=False)) for entry in held if entry.written]
+    if not taken:
+        return
+    try:
+        release_all(context.kube, node, ref.namespace, ref.name, taken)
+    except Exception:  # e.g. the API unreachable: the lock is taken over as a bound pod's
+        logger.exception("could not give back a lock taken for a bound pod", extra={"node": node})
 
 
 WRITE_POLL_FIRST, WRITE_POLL_MAX = 0.002, 0.05  # seconds between looks at a pending write's row

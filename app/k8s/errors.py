@@ -24,6 +24,11 @@ class ApiError(Exception):
     def conflict(self) -> bool:
         return self.status == 409
 
+    @property
+    def refused(self) -> bool:
+        """The server answered that it did not apply the request (a 4xx other than a 408 timeout)."""
+        return 400 <= self.status < 500 and self.status != 408
+
 
 def from_response(status: int, reason: str, body: bytes | str | None) -> ApiError:
     """A non-2xx answer; the reason and message are the server's Status fields when there are some."""

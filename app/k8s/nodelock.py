@@ -92,7 +92,9 @@ def lock_node(
 
     `owned`: the value names the pod (HAMi's `hami.io/mutex.lock`), else it is a bare RFC3339 time (a
     vendor lock such as Cambricon's, which names nobody and is never re-entered). Every value patched is
-    appended to `written` first, so a caller whose patch answer was lost can still release it.
+    appended to `written` first, so a caller whose patch answer was lost can still release it, and removed
+    again when the API refused the patch: `written` holds what this call wrote or may have written, never
+    a lock it re-entered (the same pod's lock can carry the same value, to the second).
 
     `blind`: first try to take a free lock without reading the node (`_take_if_free`); when the lock is
     there (or that attempt fails in any way) read the node and decide as HAMi does."""
@@ -124,9 +126,14 @@ def lock_node(
                 new_value = nodelock.format_rfc3339(moment)
             if written is not None:
                 written.append(new_value)
-            objects.patch_node_annotations(
-                kube, node, {annotation: new_value}, resource_version=objects.resource_version(current)
-            )
+            try:
+                objects.patch_node_annotations(
+                    kube, node, {annotation: new_value}, resource_version=objects.resource_version(current)
+                )
+            except ApiError as exc:
+                if exc.refused and written is not None:
+                    written.remove(new_value)  # surely not written: a lock re-entered next is not ours
+                raise
             if value is not None:
                 pod = f"{namespace}/{name}"
                 details = {
@@ -170,7 +177,9 @@ def _take_if_free(
         written.append(value)
     try:
         objects.add_node_annotation_if_absent(kube, node, annotation, value)
-    except ApiError:
+    except ApiError as exc:
+        if exc.refused and written is not None:
+            written.remove(value)  # surely not written (the lock was there: 422)
         return None
     return Acquired(value)
 

@@ -170,3 +170,23 @@ def test_two_binds_of_one_pod_bind_it_once_and_keep_its_lock(
     assert (cluster.node_lock(node) or "").endswith(f",default,{name}")  # the device plugin still needs it
     assert _state(service, pod["metadata"]["uid"]) == "bound"
     _release(cluster, node)
+
+
+def test_a_bind_from_a_stale_copy_of_a_pod_bound_meanwhile_gives_back_the_lock_it_took(
+    service: Any, cluster: Any, emulator: Any, wait_for: Any
+) -> None:
+    """The race the emulator storm's forger found (`bind-bound-same-node`): a bind whose kept copy of the
+    pod is from before another bind bound it and whose device plugin already released the node. It takes
+    the free lock, its stamp's precondition fails, the re-read shows the pod bound to this node: it
+    answers success as before, but gives the lock it took back (it used to keep it, holding the node for
+    a pod that needs nothing more)."""
+    name = "br-stale"
+    pod, node = _filtered(service, cluster, wait_for, name)  # the ledger keeps the write's answer
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"name": node}}
+    cluster.core.create_namespaced_pod_binding(name, "default", body, _preload_content=False)
+    assert cluster.pod(name)["spec"]["nodeName"] == node and cluster.node_lock(node) is None
+    emulator.clear_requests()
+    assert service.bind(pod, node) == {"Error": ""}
+    assert cluster.node_lock(node) is None
+    assert "POST binding" not in _calls(emulator, name, node)
+    assert _state(service, pod["metadata"]["uid"]) == "bound"
