@@ -15,7 +15,8 @@ Invariants owned here:
   and every change since is caught by the bind-phase stamp's resourceVersion and UID preconditions before
   the Binding (`_written`, `_stamp`): a pod recreated under the name, deleted or bound meanwhile is never
   bound with this allocation. Another bind of the pod that finds it bound to the node answers success and
-  undoes nothing (the device plugin may be serving it through the lock).
+  undoes nothing but a lock value it wrote itself (a free lock taken from the stale copy); a lock it
+  re-entered stays (the device plugin may be serving the pod through it).
 - Every failure after the lock is taken — or may have been taken: a lock patch whose answer was lost —
   releases OUR lock (never another pod's) and forgets the reservation of the pod being bound, and only
   that: only while it is in flight (`assumed`/`confirmed`), only under the pod's own UID and name; a
