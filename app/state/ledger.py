@@ -10,25 +10,22 @@ rule 3). `set_state` (confirm, bound) changes the state and keeps the age.
 
 Invariant 1 (never hand out the same capacity twice, across processes) lives in `assume`: the check of the
 chosen node against every other reservation and the insert happen in one `BEGIN IMMEDIATE` transaction,
-which holds SQLite's single write lock. Python's default sqlite3 transactions would let a read-then-insert
-race (research/ecosystem.md §3.1), so connections use `isolation_level=None` and explicit transactions.
+which holds SQLite's single write lock (app/state/ledgerdb.py: explicit transactions, never Python's
+default ones, which would let a read-then-insert race).
 
 Beside a row this replica's deferred write confirmed, the pod as that write's answer showed it (table
 `written`) is kept for one bind (`take_written`), which then needs no GET of the pod (app/binding.py).
 
 Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
 view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
-One connection per process, opened after fork. The schema: app/state/schema.py; a row's device uses as bytes:
-app/state/usecodec.py.
+One connection per process, opened after fork (app/state/ledgerdb.py). The schema: app/state/schema.py; a
+row's device uses as bytes: app/state/usecodec.py.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,7 +33,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from app.core.model import DeviceUse
-from app.state.schema import QUOTA_FILL, QUOTA_TABLE, QUOTA_TRIGGERS, SCHEMA
+from app.state.ledgerdb import LedgerConnection
 from app.state.usecodec import decode_uses, encode_uses
 
 LEDGER_FILE = "ledger.db"
@@ -94,62 +91,12 @@ def _entry(row: tuple[object, ...]) -> Entry:
     )
 
 
-def _enable_wal(db: sqlite3.Connection, timeout: float) -> None:
-    """Switch the file to WAL (persistent: a no-op once done). Processes opening a NEW ledger at the same
-    moment (Gunicorn workers booting) can get SQLITE_BUSY here without SQLite's busy handler being
-    consulted, so the switch is retried for up to `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-class Ledger:
-    """One process's connection to the shared ledger; threads of the process take turns on it (an RLock
-    around every statement and transaction), processes coordinate through SQLite's locks."""
+class Ledger(LedgerConnection):
+    """The reservations, their change log and the status rows, on this process's connection to the shared
+    file (app/state/ledgerdb.py: opening, the lock threads take turns on, transactions)."""
 
     def __init__(self, state_dir: Path, *, timeout: float = 10.0) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / LEDGER_FILE
-        self._writes = 0
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        _enable_wal(self._db, timeout)
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA recursive_triggers=ON")
-        with self.transaction():
-            for statement in SCHEMA.strip().split(";"):
-                if statement.strip():
-                    self._db.execute(statement)
-            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'quota_used'").fetchone():
-                self._db.execute(QUOTA_TABLE)
-                for trigger in QUOTA_TRIGGERS:
-                    self._db.execute(trigger)
-                self._db.execute(QUOTA_FILL)  # a ledger written before the table existed
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE takes the write lock first, so nothing read inside can go stale before COMMIT;
-        a read transaction (BEGIN) sees one consistent snapshot of the WAL."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            if write:
-                self._writes += 1
+        super().__init__(state_dir / LEDGER_FILE, timeout=timeout)
 
     # -- sequence bookkeeping ---------------------------------------------------------------------------
 
@@ -379,13 +326,6 @@ class Ledger:
         return [RowState(str(u), str(s), float(at), str(ns), str(n)) for u, s, at, ns, n in rows]
 
     # -- incremental readers ----------------------------------------------------------------------------
-
-    def data_version(self) -> tuple[int, int]:
-        """Changes whenever anyone commits: SQLite's data_version covers other connections, and our own
-        commits are counted here (data_version does not change for the connection's own writes)."""
-        with self._lock:
-            (version,) = self._db.execute("PRAGMA data_version").fetchone()
-            return (int(version), self._writes)
 
     def changes_since(self, seq: int, epoch: int) -> Changes:
         with self.transaction(write=False) as db:

@@ -1,5 +1,6 @@
 """Gunicorn workers booting together open a NEW ledger at the same moment: every one of them must get it
-(switching the file to WAL can be refused without SQLite's busy handler; `_enable_wal` retries)."""
+(switching the file to WAL can be refused without SQLite's busy handler; `_enable_wal` retries,
+app/state/ledgerdb.py)."""
 
 from __future__ import annotations
 
