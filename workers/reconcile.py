@@ -1,6 +1,8 @@
 """Keeping the reservation ledger equal to what the API's pods say (ARCHITECTURE.md invariant 3).
 
-The team's rules, implemented exactly here:
+The team's rules: what the ledger should hold is decided exactly here, by pure functions of pods, rows and
+the clock (the chaos verdict and the tests rebuild with them too); `Reconciler` (workers/reconciler.py)
+applies them to the shared ledger.
 
 1. A pod holds devices iff it has `hami.io/vgpu-node` and an allocation annotation, is not Succeeded or
    Failed, its `spec.schedulerName` is ours or adopted (app/core/adoption.py; a forged allocation on a
@@ -21,13 +23,14 @@ The team's rules, implemented exactly here:
    answer decides: 404 or another UID under the name (gone), terminal -> removed; bound -> the bound row
    (as a live event would make it); unbound and in flight past the TTL -> removed, and the pod's
    scheduler-owned annotations too (workers/phantoms.py: kube-scheduler gave up on it); anything else, or
-   no answer -> kept. At most `CONFIRM_BUDGET` seconds of GETs per sweep. An answer applies only to the
-   row asked about: a row whose (state, updated_at) changed meanwhile (checked again in the removing
-   transaction, `Ledger.remove_unchanged`) waits for the next sweep. Every rewrite by a decision dates the
-   row anew — the bind's re-check too, which restarts the in-flight TTL as its `bind-time` does in rule 1 —
-   so a bind landing more than a TTL after its filter is never swept between its re-check and its binding
-   (issue 19). Hence the bound (docs/gangs.md): a reservation kube-scheduler did not bind is released at
-   most HAMI_INFLIGHT_TTL + one sweep period (`SWEEP_EVERY`, workers/worker.py) after its last write.
+   no answer -> kept. At most `CONFIRM_BUDGET` seconds of GETs per sweep (workers/reconciler.py). An
+   answer applies only to the row asked about: a row whose (state, updated_at) changed meanwhile (checked
+   again in the removing transaction, `Ledger.remove_unchanged`) waits for the next sweep. Every rewrite
+   by a decision dates the row anew — the bind's re-check too, which restarts the in-flight TTL as its
+   `bind-time` does in rule 1 — so a bind landing more than a TTL after its filter is never swept between
+   its re-check and its binding (issue 19). Hence the bound (docs/gangs.md): a reservation kube-scheduler
+   did not bind is released at most HAMI_INFLIGHT_TTL + one sweep period (`SWEEP_EVERY`, workers/worker.py)
+   after its last write.
 4. Rebuild (on becoming leader, at start without election, and when the periodic audit finds drift): the
    ledger becomes exactly rule 1 applied to a FRESH list of pods (not the watch cache), in one transaction
    that keeps the rows written by our Gunicorn workers since the list began (a pod filtered and bound
@@ -47,10 +50,7 @@ The team's rules, implemented exactly here:
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,12 +59,9 @@ from app.core.decision import ASSIGNED_NODE, ASSIGNED_TIME
 from app.core.nodelock import BIND_TIME
 from app.core.pods import PodError
 from app.core.vendor import Vendor
-from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
+from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, RowState
 from app.state.podentry import entry_for
 from workers.informers import DELETED, Change, by_uid
-from workers.phantoms import Phantom, phantom
-
-logger = logging.getLogger(__name__)
 
 IN_FLIGHT = (ASSUMED, CONFIRMED)
 GONE_GRACE = 10.0  # seconds a row may exist before its pod reaches our informer
@@ -110,7 +107,7 @@ def same(a: Entry | None, b: Entry | None) -> bool:
     )
 
 
-def _describe(pod: Mapping[str, Any]) -> str:
+def describe(pod: Mapping[str, Any]) -> str:
     try:
         return f"{pods.namespace(pod)}/{pods.name(pod)}"
     except PodError:
@@ -163,7 +160,7 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
                     continue
                 entry = entry_for(pod, rules.vendors, rules.schedulers, CONFIRMED, since)
         except ValueError as exc:  # CodecError, PodError or any other malformed value
-            problems.append((_describe(pod), str(exc)))
+            problems.append((describe(pod), str(exc)))
             continue
         if entry is not None:
             entries.append(entry)
@@ -260,167 +257,3 @@ def confirmed(row: RowState, pod: Mapping[str, Any] | None, rules: Rules, now: f
     if row.state in IN_FLIGHT and now - row.updated_at > rules.inflight_ttl:
         return Verdict(row.uid, remove=True)
     return Verdict(row.uid)
-
-
-Fetch = Callable[[str, str], Mapping[str, Any] | None]  # GET a pod by namespace/name; None on 404
-CONFIRM_BUDGET = 3.0  # seconds of confirming GETs per sweep; the rest waits for the next sweep
-
-
-class Reconciler:
-    """Applies the rules to the shared ledger. One lock orders live events, sweeps and rebuilds."""
-
-    def __init__(
-        self,
-        ledger: Ledger,
-        rules: Rules,
-        clock: Callable[[], float],
-        on_problem: Callable[[], None] = lambda: None,
-        on_rewrite: Callable[[], None] = lambda: None,
-        release: Callable[[Phantom], None] = lambda _: None,
-    ) -> None:
-        self.ledger = ledger
-        self._release = release  # removes an expired reservation's annotations from its pod (phantoms.py)
-        self.rules = rules
-        self._clock = clock
-        self._on_problem = on_problem
-        self._on_rewrite = on_rewrite
-        self._lock = threading.Lock()
-
-    def _apply(
-        self,
-        verdicts: Iterable[Verdict],
-        described: Mapping[str, str],
-        read: Mapping[str, RowState] | None = None,
-    ) -> set[str]:
-        """Upsert and remove as the verdicts say (the caller holds the lock), never following a rewrite of a
-        bound pod's allocation (rule 6); with `read` (the sweep) a row is removed only if it is still the
-        row read. Returns the uids removed."""
-        upserts, removals = [], []
-        for verdict in verdicts:
-            if verdict.problem:
-                self._on_problem()
-                logger.warning(
-                    "pod allocation annotation is corrupt; it holds nothing",
-                    extra={"pod": described.get(verdict.uid, "?"), "error": verdict.problem},
-                )
-            if verdict.remove:
-                removals.append(verdict.uid)
-                continue
-            if verdict.entry is None:
-                continue
-            current = self.ledger.get(verdict.uid)
-            if rewritten(current, verdict.entry):
-                assert current is not None
-                self._on_rewrite()
-                logger.error(
-                    "a bound pod's allocation changed on the API; the ledger keeps what it was bound with",
-                    extra={
-                        "pod": f"{current.namespace}/{current.name}",
-                        "node": current.node,
-                        "allocation": current.allocation,
-                        "changed_to": f"{verdict.entry.node} {verdict.entry.allocation}",
-                    },
-                )
-                continue
-            if not same(verdict.entry, current):
-                upserts.append(verdict.entry)
-        if upserts:
-            self.ledger.upsert(upserts)
-        if not removals:
-            return set()
-        if read is None:
-            self.ledger.remove(removals)
-            return set(removals)
-        return set(self.ledger.remove_unchanged(read[uid] for uid in removals))
-
-    def handle(self, changes: Sequence[Change]) -> None:
-        """The pod informer's handler (rule 2); the last event of a pod in the batch wins."""
-        with self._lock:
-            now = self._clock()
-            final: dict[str, Verdict] = {}
-            described: dict[str, str] = {}
-            for change in changes:
-                verdict = live_verdict(change, self.rules, now)
-                if verdict.uid:
-                    final[verdict.uid] = verdict
-                    described[verdict.uid] = _describe(change.obj)
-            self._apply(final.values(), described)
-
-    def _problems(self, rebuilt: Rebuilt) -> None:
-        for pod, why in rebuilt.problems:
-            self._on_problem()
-            logger.warning(
-                "pod allocation annotation is corrupt; it holds nothing", extra={"pod": pod, "error": why}
-            )
-
-    def rebuild(self, list_pods: Callable[[], list[dict[str, Any]]], *, only_on_drift: bool = False) -> Drift:
-        """Rule 4 from a fresh list; with `only_on_drift` (the audit) replace only when rule 5 fails."""
-        with self._lock:
-            listed_at = self._clock()
-            fresh = list_pods()
-            now = self._clock()
-            rebuilt = rebuild(fresh, self.rules, now)
-            drift = compare(rebuilt.entries, self.ledger.all_entries())
-            if drift or not only_on_drift:
-                self._problems(rebuilt)
-                keep = keep_current(rebuilt, self.rules, now, listed_at)
-                self.ledger.replace_all(rebuilt.entries, keep=keep)
-            return drift
-
-    def prune(self) -> None:
-        """Forget old tombstones (the ledger connection is shared with the pod informer's thread)."""
-        with self._lock:
-            self.ledger.prune_tombstones()
-
-    def sweep(
-        self,
-        lookup: Callable[[str], Mapping[str, Any] | None],
-        fetch: Fetch,
-        budget: float = CONFIRM_BUDGET,
-    ) -> dict[str, int]:
-        """Rule 3: find the suspects, ask the API about each (outside the lock: live events go on), then
-        apply the answers to the rows that did not change meanwhile. Returns the row count per state."""
-        with self._lock:
-            doubtful = suspects(self.ledger.row_states(), lookup, self.rules, self._clock())
-        answers: dict[str, tuple[RowState, Mapping[str, Any] | None]] = {}
-        deadline = time.monotonic() + budget
-        for row in doubtful:
-            if time.monotonic() > deadline:
-                logger.info("ledger sweep ran out of time; the rest waits", extra={"left": len(doubtful)})
-                break
-            try:
-                answers[row.uid] = (row, fetch(row.namespace, row.name))
-            except Exception as exc:  # no answer proves nothing: the row stays until the next sweep
-                logger.info("could not confirm a reservation", extra={"uid": row.uid, "error": str(exc)})
-        with self._lock:
-            now = self._clock()
-            verdicts = []
-            for uid, (row, pod) in answers.items():
-                current = self.ledger.get(uid)
-                if current is None or (current.state, current.updated_at) != (row.state, row.updated_at):
-                    continue  # written meanwhile (a live event, a bind): the answer is about an older row
-                verdicts.append(confirmed(row, pod, self.rules, now))
-            described = {uid: f"{row.namespace}/{row.name}" for uid, (row, _) in answers.items()}
-            removed = self._apply(verdicts, described, {uid: row for uid, (row, _) in answers.items()})
-            if removed:
-                logger.info("removed stale reservations", extra={"count": len(removed)})
-            rows = self.ledger.row_states()
-        for uid in sorted(removed):
-            pod = answers[uid][1]
-            since = inflight_since(pod) if pod is not None else None
-            if since is None or now - since <= self.rules.inflight_ttl:
-                continue  # annotations a rebuild would count: another replica's fresh filter, or not ours
-            found = phantom(pod, uid, self.rules.vendors)
-            if found is None:
-                continue
-            try:
-                self._release(found)
-            except Exception as exc:  # the row is gone either way; the pod keeps stale keys, counted nowhere
-                logger.info(
-                    "could not clear an expired reservation's annotations",
-                    extra={"uid": uid, "error": str(exc)},
-                )
-        counts = {ASSUMED: 0, CONFIRMED: 0, BOUND: 0}
-        for state in (row.state for row in rows):
-            counts[state] = counts.get(state, 0) + 1
-        return counts

@@ -51,7 +51,8 @@ from workers.locksweep import sweep_locks
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
 from workers.phantoms import Phantom, release
 from workers.podwatch import PodWatch
-from workers.reconcile import Reconciler, Rules
+from workers.reconcile import Rules
+from workers.reconciler import Reconciler
 from workers.registration import Pass, Registrar, Stamp
 from workers.statemetrics import StateMetrics
 from workers.status import StatusLoop

@@ -23,7 +23,8 @@ import pytest
 
 from app.devices import build_vendors
 from app.state.ledger import Ledger
-from workers.reconcile import Reconciler, Rules
+from workers.reconcile import Rules
+from workers.reconciler import Reconciler
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,8 @@ from worker_builders import SCHEDULER, VENDORS, allocation, gpu_pod
 from app.state.ledger import Ledger
 from workers import shapes
 from workers.informers import ADDED, Change
-from workers.reconcile import Reconciler, Rules, live_verdict, rebuild
+from workers.reconcile import Rules, live_verdict, rebuild
+from workers.reconciler import Reconciler
 
 NOW = 1_800_000_000.0
 RULES = Rules(frozenset({SCHEDULER}), VENDORS, 60.0)

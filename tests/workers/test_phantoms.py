@@ -17,7 +17,8 @@ from worker_builders import ALLOCATED, ASSIGNED, ASSIGNED_TIME, SCHEDULER, VENDO
 from app.core.model import DeviceUse
 from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
 from workers.phantoms import Phantom, phantom
-from workers.reconcile import Reconciler, Rules
+from workers.reconcile import Rules
+from workers.reconciler import Reconciler
 from workers.worker import SWEEP_EVERY
 
 NOW = 1_800_000_000.0

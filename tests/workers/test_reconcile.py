@@ -19,7 +19,6 @@ from workers import shapes
 from workers.informers import ADDED, DELETED, MODIFIED, Change
 from workers.reconcile import (
     GONE_GRACE,
-    Reconciler,
     Rules,
     compare,
     confirmed,
@@ -28,6 +27,7 @@ from workers.reconcile import (
     rebuild,
     suspects,
 )
+from workers.reconciler import Reconciler
 
 NOW = 1_800_000_000.0
 TTL = 60.0
