@@ -13,8 +13,9 @@ Invariants owned here:
   (state, updated_at) in its transaction (`Ledger.remove_unchanged`).
 - A bound row's allocation is never rewritten (rule 6): such a change is counted (`on_rewrite`), logged and
   dropped; a row equal to what the ledger has (`same`) is not written again.
-- Only a row the sweep removed as in flight past the TTL has its pod's scheduler-owned annotations cleared
-  (workers/phantoms.py), and only when they are older than the TTL themselves.
+- Only the sweep clears a pod's scheduler-owned annotations (workers/phantoms.py says which pods and keys),
+  and only for a row it removed whose pod's `vgpu-time`/`bind-time` is older than the TTL: younger ones are
+  what a rebuild would count (another replica's fresh filter). A failed clear leaves the row removed.
 """
 
 from __future__ import annotations
