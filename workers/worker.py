@@ -16,7 +16,8 @@ loop does everything that takes long, in this order of priority:
 4. on the synced leader, every HAMI_REGISTRATION_INTERVAL, the capacity annotation (workers/capacity.py):
    written where it changed, removed where HAMI_PUBLISH_CAPACITY is off.
 
-Every node write re-asks the elector first, so losing leadership stops them at once.
+The leader's API writes (handshakes, role labels, abandoned node locks: workers/leaderwrites.py) each
+re-ask the elector first, so losing leadership stops them at once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import BinaryIO
 
@@ -40,20 +40,20 @@ from app.state import gauges
 from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
-from workers import roles, shapes
+from workers import shapes
 from workers.capacity import CapacityPublisher
 from workers.dra import DraCheck, registered_nodes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
 from workers.handover import Handover
 from workers.handover import node_shape as handover_node_shape
 from workers.informers import DELETED, Change, Informer, by_name
-from workers.locksweep import sweep_locks
+from workers.leaderwrites import LeaderWrites
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
 from workers.phantoms import Phantom, release
 from workers.podwatch import PodWatch
 from workers.reconcile import Rules
 from workers.reconciler import Reconciler
-from workers.registration import Pass, Registrar, Stamp
+from workers.registration import Pass, Registrar
 from workers.statemetrics import StateMetrics
 from workers.status import StatusLoop
 
@@ -63,7 +63,6 @@ DEBOUNCE = 0.3  # seconds to gather node/quota changes into one pass
 SWEEP_EVERY = 10.0
 PRUNE_EVERY = 300.0
 AUDIT_EVERY = 600.0
-STAMP_CONCURRENCY = 8
 
 
 class _Timer:
@@ -164,6 +163,7 @@ class Worker:
             clock=clock,
             on_promoted=self._trigger.set,
         )
+        self.leader_writes = LeaderWrites(kube, settings, self.locks, self.metrics, self.status.alive)
         if self.registrar.last is not None:  # a restart: readers already serve the snapshot on disk
             self.status.published(self.registrar.last.generation)
         if self.own_node is not None:
@@ -345,13 +345,13 @@ class Worker:
         if not self.status.mark_synced(term):
             return False
         logger.info("synced", extra={"term": term, "seconds": round(time.monotonic() - started, 3)})
-        self._write_nodes(term, result.stamps)
+        self.leader_writes.nodes_and_roles(result.stamps, self._leading(term))
         return True
 
     def _register(self, term: int) -> None:
         result = self._publish()
         if term:
-            self._write_nodes(term, result.stamps)
+            self.leader_writes.nodes_and_roles(result.stamps, self._leading(term))
 
     def _publish(self) -> Pass:
         started = time.perf_counter()
@@ -365,45 +365,16 @@ class Worker:
         self.dra.run(registered_nodes(self.registrar.last))
         return result
 
-    def _write_nodes(self, term: int, stamps: Sequence[Stamp]) -> None:
-        """The leader's API writes: handshakes (a few at a time: a first start stamps every GPU node) and
-        HAMi's role labels. Each write first checks that `term` is still ours."""
-        if stamps:
-            with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY, thread_name_prefix="stamp") as pool:
-                list(pool.map(lambda stamp: self._stamp(term, stamp), stamps))
-        s = self.settings
-        if s.scheduler_role_label and s.pod_name and s.pod_namespace:
-            roles.label_roles(
-                self._kube, s.pod_namespace, s.pod_name, lambda: self.status.leading_term() == term
-            )
-
-    def _stamp(self, term: int, stamp: Stamp) -> None:
-        if self.status.leading_term() != term:
-            return
-        self.status.alive()
-        try:
-            objects.patch_node_annotations(self._kube, stamp.node, {stamp.annotation: stamp.value})
-            self.metrics.handshakes.labels("ok").inc()
-        except ApiError as exc:
-            self.metrics.handshakes.labels("error").inc()
-            if not exc.not_found:
-                logger.warning("handshake patch failed", extra={"node": stamp.node, "error": exc.message})
+    def _leading(self, term: int) -> Callable[[], bool]:
+        """Is `term` still ours? Asked again before every leader write (workers/leaderwrites.py)."""
+        return lambda: self.status.leading_term() == term
 
     def _publish_capacity(self, term: int) -> None:
-        leading = self.status.leading_term
-        self.capacity.step(self.registrar.last, self.nodes.items(), lambda: leading() == term)
+        self.capacity.step(self.registrar.last, self.nodes.items(), self._leading(term))
 
     def _sweep_locks(self, term: int) -> None:
-        def leading() -> bool:
-            return self.status.leading_term() == term
-
         moment = datetime.fromtimestamp(self._clock(), UTC)
-        released = sweep_locks(
-            self._kube, self.nodes.items(), moment, self.settings.nodelock_expire, leading, self.locks
-        )
-        self.metrics.lock_sweeps.inc()
-        if released:
-            self.metrics.locks_released.inc(len(released))
+        self.leader_writes.release_abandoned_locks(self.nodes.items(), moment, self._leading(term))
 
     def _housekeeping(self, synced_leader: bool, sweep: _Timer, prune: _Timer, audit: _Timer) -> None:
         now = time.monotonic()
