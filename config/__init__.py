@@ -1,5 +1,6 @@
 """Typed settings shared by the Gunicorn service and the registration worker."""
 
-from config.settings import Settings, SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import Settings, load_settings
 
 __all__ = ["Settings", "SettingsError", "load_settings"]

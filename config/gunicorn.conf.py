@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 
 try:
     _settings = load_settings()

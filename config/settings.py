@@ -1,8 +1,8 @@
 """Every setting of both processes, read from the environment once at start and validated (HAMI_* vars).
 
 The names mirror HAMi's command-line flags (reference §1.3) so a migration is a rename. Invalid values fail
-at start with one readable line (`SettingsError`), before any library sees them. `load_settings` takes the
-environment as an argument so tests never touch os.environ.
+at start with one readable line (`SettingsError`, config/envvars.py: how one variable is read), before any
+library sees them. `load_settings` takes the environment as an argument so tests never touch os.environ.
 """
 
 from __future__ import annotations
@@ -21,14 +21,10 @@ import yaml
 
 from app.core.adoption import HAMI_DEFAULT_SCHEDULER, Counted, parse_names
 from app.core.decision import Policies
-from app.core.nodelock import parse_go_duration
 from app.core.policy import BINPACK, GPU_POLICIES, NODE_POLICIES, SPREAD, unknown_gpu_policy
 from app.core.vendor import Vendor
 from app.devices import FLAGS, DeviceConfigError, build_vendors, disabled_resources
-
-
-class SettingsError(ValueError):
-    """A setting is invalid; the message names the variable."""
+from config.envvars import SettingsError, env_bool, env_choice, env_duration, env_int, env_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,74 +155,8 @@ class Settings:
         return Counted(self.scheduler_name, self.adopt_scheduler_names)
 
 
-_TRUE = ("1", "t", "true", "yes", "on")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_FALSE = ("0", "f", "false", "no", "off")
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise SettingsError(f"{name}={raw!r}: expected true or false")
-
-
-def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r}: expected an integer") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{name}={raw!r}: must be between {low} and {high}")
-    return value
-
-
-def _duration(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = parse_go_duration(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r}: expected a duration such as 5m, 30s or 1h30m") from None
-    if value <= timedelta(0):
-        raise SettingsError(f"{name}={raw!r}: must be positive")
-    return value
-
-
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    """One of `choices` (case-insensitive); the first when unset."""
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return choices[0]
-    if raw.lower() not in choices:
-        raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
-    return raw.lower()
-
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-def _level(env: Mapping[str, str], name: str, default: str, extra: tuple[str, ...] = ()) -> str:
-    """A log level name, case-insensitive (WARN is WARNING); `extra` adds accepted words such as OFF."""
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().upper()
-    value = "WARNING" if value == "WARN" else value
-    known = (*LOG_LEVELS, *extra)
-    if value not in known:
-        raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(known)}")
-    return value
 
 
 def _gpu_policy(env: Mapping[str, str]) -> str:
@@ -277,9 +207,9 @@ def _leader(env: Mapping[str, str]) -> LeaderSettings:
     mode = env.get("HAMI_LEADER_ELECT_MODE") or "follow"
     if mode not in ("follow", "acquire"):
         raise SettingsError(f"HAMI_LEADER_ELECT_MODE={mode!r}: must be follow or acquire")
-    lease = _duration(env, "HAMI_LEASE_DURATION", timedelta(seconds=15)).total_seconds()
-    renew = _duration(env, "HAMI_RENEW_DEADLINE", timedelta(seconds=10)).total_seconds()
-    retry = _duration(env, "HAMI_RETRY_PERIOD", timedelta(seconds=2)).total_seconds()
+    lease = env_duration(env, "HAMI_LEASE_DURATION", timedelta(seconds=15)).total_seconds()
+    renew = env_duration(env, "HAMI_RENEW_DEADLINE", timedelta(seconds=10)).total_seconds()
+    retry = env_duration(env, "HAMI_RETRY_PERIOD", timedelta(seconds=2)).total_seconds()
     if retry < 1:
         raise SettingsError("HAMI_RETRY_PERIOD must be at least 1s (kubernetes.leaderelection requires it)")
     if not lease > renew:
@@ -298,7 +228,7 @@ def _leader(env: Mapping[str, str]) -> LeaderSettings:
     if len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace):
         raise SettingsError(f"HAMI_LEADER_ELECT_RESOURCE_NAMESPACE={namespace!r}: not a valid namespace name")
     return LeaderSettings(
-        enabled=_bool(env, "HAMI_LEADER_ELECT", False),
+        enabled=env_bool(env, "HAMI_LEADER_ELECT", False),
         mode=mode,
         resource_name=name,
         resource_namespace=namespace,
@@ -323,7 +253,7 @@ def _http(env: Mapping[str, str]) -> HttpSettings:
     ):
         if path and not Path(path).is_file():
             raise SettingsError(f"{name}={path!r}: no such file")
-    wait = _duration(env, "HAMI_FILTER_SYNC_WAIT", timedelta(seconds=10)).total_seconds()
+    wait = env_duration(env, "HAMI_FILTER_SYNC_WAIT", timedelta(seconds=10)).total_seconds()
     routes = env.get("HAMI_ROUTES") or "all"
     if routes not in ROUTES:
         raise SettingsError(f"HAMI_ROUTES={routes!r}: must be one of {', '.join(ROUTES)}")
@@ -337,12 +267,12 @@ def _http(env: Mapping[str, str]) -> HttpSettings:
     return HttpSettings(
         bind=bind,
         routes=routes,
-        workers=_int(env, "HAMI_WORKERS", 2, 1, 64),
-        threads=_int(env, "HAMI_THREADS", 4, 1, 256),
+        workers=env_int(env, "HAMI_WORKERS", 2, 1, 64),
+        threads=env_int(env, "HAMI_THREADS", 4, 1, 256),
         cert_file=cert,
         key_file=key,
         client_ca_file=client_ca,
-        max_body_bytes=_int(env, "HAMI_MAX_BODY_BYTES", 4 * 1024 * 1024, SMALL_BODY_BYTES, 2**31),
+        max_body_bytes=env_int(env, "HAMI_MAX_BODY_BYTES", 4 * 1024 * 1024, SMALL_BODY_BYTES, 2**31),
         sync_wait_seconds=wait,
         extender_address=env.get("HAMI_EXTENDER_ADDRESS", ""),
         extender_metrics_dir=env.get("HAMI_EXTENDER_METRICS_DIR", ""),
@@ -356,13 +286,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     device_config = load_device_config(device_path) if device_path else {}
     switches = {"ascend": "HAMI_ENABLE_ASCEND", "iluvatar": "HAMI_ENABLE_ILUVATAR"}  # HAMi --enable-<flag>
     assert set(switches) == FLAGS, "every vendor switch of app.devices has its setting"
-    flags = frozenset(flag for flag, name in switches.items() if _bool(env, name, False))
+    flags = frozenset(flag for flag, name in switches.items() if env_bool(env, name, False))
     try:
         vendors = build_vendors(device_config, flags)
     except DeviceConfigError as exc:
         raise SettingsError(f"HAMI_DEVICE_CONFIG_FILE={device_path!r}: {exc}") from None
-    interval = _duration(env, "HAMI_REGISTRATION_INTERVAL", timedelta(seconds=15)).total_seconds()
-    state_metrics = _duration(env, "HAMI_STATE_METRICS_INTERVAL", timedelta(seconds=10)).total_seconds()
+    interval = env_duration(env, "HAMI_REGISTRATION_INTERVAL", timedelta(seconds=15)).total_seconds()
+    state_metrics = env_duration(env, "HAMI_STATE_METRICS_INTERVAL", timedelta(seconds=10)).total_seconds()
     if state_metrics < 1:
         raise SettingsError("HAMI_STATE_METRICS_INTERVAL must be at least 1s")
     trusted = tuple(u.strip() for u in env.get("HAMI_WEBHOOK_TRUSTED_USERS", "").split(",") if u.strip())
@@ -373,8 +303,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         vendors=vendors,
         device_config=device_config,
         disabled_resources=disabled_resources(device_config, flags),
-        force_overwrite_default_scheduler=_bool(env, "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER", True),
-        nodelock_expire=_duration(env, "HAMI_NODELOCK_EXPIRE", timedelta(minutes=5)),
+        force_overwrite_default_scheduler=env_bool(env, "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER", True),
+        nodelock_expire=env_duration(env, "HAMI_NODELOCK_EXPIRE", timedelta(minutes=5)),
         node_label_selector=env.get("HAMI_NODE_LABEL_SELECTOR", ""),
         state_dir=Path(env.get("HAMI_STATE_DIR") or "/var/run/hami"),
         leader=_leader(env),
@@ -385,20 +315,22 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         kubeconfig=env.get("KUBECONFIG", ""),
         registration_interval=interval,
         state_metrics_interval=state_metrics,
-        lock_sweep_interval=_duration(env, "HAMI_LOCK_SWEEP_INTERVAL", timedelta(seconds=30)).total_seconds(),
+        lock_sweep_interval=env_duration(
+            env, "HAMI_LOCK_SWEEP_INTERVAL", timedelta(seconds=30)
+        ).total_seconds(),
         worker_metrics_bind=env.get("HAMI_WORKER_METRICS_BIND") or "0.0.0.0:9395",
-        events_enabled=_bool(env, "HAMI_EVENTS", True),
-        log_level=_level(env, "HAMI_LOG_LEVEL", "INFO"),
-        decision_log=_level(env, "HAMI_DECISION_LOG", "INFO", ("OFF",)),
-        legacy_metrics=_bool(env, "HAMI_LEGACY_METRICS", False),
-        publish_capacity=_bool(env, "HAMI_PUBLISH_CAPACITY", False),
+        events_enabled=env_bool(env, "HAMI_EVENTS", True),
+        log_level=env_level(env, "HAMI_LOG_LEVEL", "INFO"),
+        decision_log=env_level(env, "HAMI_DECISION_LOG", "INFO", ("OFF",)),
+        legacy_metrics=env_bool(env, "HAMI_LEGACY_METRICS", False),
+        publish_capacity=env_bool(env, "HAMI_PUBLISH_CAPACITY", False),
         webhook_trusted_users=trusted,
-        inflight_ttl=_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds(),
-        scheduler_role_label=_bool(
+        inflight_ttl=env_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds(),
+        scheduler_role_label=env_bool(
             env, "HAMI_SCHEDULER_ROLE_LABEL", bool(env.get("POD_NAME") and env.get("POD_NAMESPACE"))
         ),
-        bind_lock_wait=_duration(env, "HAMI_BIND_LOCK_WAIT", timedelta(seconds=10)).total_seconds(),
-        filter_write=_choice(env, "HAMI_FILTER_WRITE", FILTER_WRITES),
-        bind_write_wait=_duration(env, "HAMI_BIND_WRITE_WAIT", timedelta(seconds=5)).total_seconds(),
-        bench_noop=_bool(env, "HAMI_BENCH_NOOP", False),
+        bind_lock_wait=env_duration(env, "HAMI_BIND_LOCK_WAIT", timedelta(seconds=10)).total_seconds(),
+        filter_write=env_choice(env, "HAMI_FILTER_WRITE", FILTER_WRITES),
+        bind_write_wait=env_duration(env, "HAMI_BIND_WRITE_WAIT", timedelta(seconds=5)).total_seconds(),
+        bench_noop=env_bool(env, "HAMI_BENCH_NOOP", False),
     )

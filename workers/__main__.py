@@ -14,7 +14,8 @@ from types import FrameType
 
 from app import logs
 from app.k8s.client import connect, user_agent
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 
 logger = logging.getLogger("workers")
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

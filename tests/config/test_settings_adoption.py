@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 
 
 @pytest.mark.parametrize(

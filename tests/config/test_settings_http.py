@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SMALL_BODY_BYTES, SettingsError, load_settings, loopback
+from config.envvars import SettingsError
+from config.settings import SMALL_BODY_BYTES, load_settings, loopback
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 
 
 def test_ascend_switch_brings_the_chart_chips(tmp_path: Path) -> None:

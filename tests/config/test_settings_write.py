@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -18,7 +18,8 @@ from app.core.model import DeviceInfo, DeviceUse, NodeDevices
 from app.state import gauges
 from app.state.ledger import Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
-from config.settings import SettingsError, load_settings
+from config.envvars import SettingsError
+from config.settings import load_settings
 from workers.metrics import MetricsServer, WorkerMetrics
 from workers.statemetrics import StateMetrics
 
