@@ -37,7 +37,6 @@ from typing import Any
 from bench import apicounts, arrival, procs, real_after, real_external, real_summary, schedmetrics
 from sim.cluster.realcluster import (
     ChartSetup,
-    ExternalExtender,
     external_scheduler_config,
     install_chart,
     leader_url,
@@ -45,6 +44,7 @@ from sim.cluster.realcluster import (
     register_webhook,
     start_replica,
 )
+from sim.cluster.spec import ExternalExtender
 from sim.cluster.stack import PY, Stack, flags, wait_until
 from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN
