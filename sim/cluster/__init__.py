@@ -15,9 +15,10 @@
 
 Starters that deliberately do not go through `build` (docs/harness.md "One way to start a cluster"): the
 emulated chaos storm (its replicas are live `Replicas` it kills, restarts, stalls and steps the clocks of, on
-an emulator with seeded faults; its nodes are `stack.start_nodes`), the benchmark (it times the start itself
-and starts a kube-scheduler per run, from `realcluster`'s steps), and the integration fixtures that start one
-service process against a shared emulator (one process whose state the test writes, not a cluster).
+an emulator with seeded faults), the benchmark (it times the start itself, creates its nodes in bulk and
+starts a kube-scheduler per run, from `realcluster`'s steps), and the integration fixtures that start one
+service process against a shared emulator (one process whose state the test writes, not a cluster). The
+first two take their nodes from the builder's node step, `stack.start_nodes(stack, spec, ...)`.
 
 Imports: sim.controlplane, sim.kubescheduler, sim.nodes, sim.workload, sim.emulator, sim.kit; never chaos,
 fuzz or the scenarios.

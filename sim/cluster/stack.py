@@ -287,11 +287,13 @@ def vendor_values(vendors: str) -> dict[str, Any]:
     return {"devices": {section: {"enabled": True} for section in sorted(enabled)}} if enabled else {}
 
 
-def start_nodes(stack: Stack, spec: ClusterSpec, kubeconfig: Path, *extra: str) -> None:
-    """The spec's simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user), waited for until every
-    node exists."""
-    assert stack.kube is not None
-    kube = stack.kube
+def start_nodes(
+    stack: Stack, spec: ClusterSpec, kubeconfig: Path, *extra: str, timeout: float = 60
+) -> ChildProcess:
+    """The spec's simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user; `extra`: more of its
+    flags), waited for until every node exists; with `--no-register` (the caller created the Node objects,
+    as the benchmark does in bulk) until their kubelets and device plugins report ready. Returns the
+    process."""
     node_flags = flags(
         kubeconfig=kubeconfig,
         nodes=spec.nodes,
@@ -303,10 +305,18 @@ def start_nodes(stack: Stack, spec: ClusterSpec, kubeconfig: Path, *extra: str) 
         stats=stack.workdir / "nodes-stats.json",
         vendors=spec.vendors,
     )
-    stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *node_flags])
+    process = stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *node_flags])
+    if "--no-register" in extra:
+        wait_until(
+            "the simulated kubelets", lambda: "nodes ready" in process.log_tail(5), timeout, stack, 0.1
+        )
+        return process
+    assert stack.kube is not None
+    kube = stack.kube
     wait_until(
         f"{spec.nodes} simulated nodes",
         lambda: len(kube.list("/api/v1/nodes", labelSelector="sim.hami.io/node=true")[1]) >= spec.nodes,
-        60,
+        timeout,
         stack,
     )
+    return process
