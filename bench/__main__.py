@@ -48,7 +48,7 @@ from bench import arrival, procs, real, real_summary, summary
 from bench.e2e import run_size
 from bench.seed import Scenario
 from bench.startup import Options
-from sim.cluster.realcluster import ExternalExtender
+from sim.cluster.spec import ExternalExtender
 from sim.cluster.stack import DemoFailure, Stack
 from sim.kit.kube import KubeError, atomic_write_json
 

@@ -34,7 +34,8 @@ from bench.seed import (
 from bench.startup import Options, scrape, start_ours
 from config.settings import load_settings
 from sim.cluster.actors import stats_of
-from sim.cluster.stack import PY, Stack, flags, wait_until
+from sim.cluster.spec import ClusterSpec
+from sim.cluster.stack import PY, Stack, flags, start_nodes, wait_until
 from sim.kit import podutil
 from sim.kit.kube import Kube, pod_path
 from sim.kit.processes import wait_for_http
@@ -86,18 +87,9 @@ def run_size(scenario: Scenario, options: Options, stack: Stack, say: Callable[[
     seeded = time.perf_counter() - began
     say(f"  seeded {len(nodes)} nodes and {len(running)} running pods in {seeded:.1f}s")
 
-    plugin_flags = flags(
-        kubeconfig=stack.kubeconfig,
-        nodes=scenario.nodes,
-        seed=scenario.seed,
-        gpus_per_node=scenario.gpus_per_node,
-        zones=scenario.zones,
-        allocate_latency=options.allocate_latency,
-        workers=options.plugin_workers,
-        stats=stack.workdir / "nodes-stats.json",
-    )
-    plugin = stack.start("nodes", [PY, "-m", "sim", "nodes", "--no-register", *plugin_flags])
-    wait_until("the device plugin", lambda: "nodes ready" in plugin.log_tail(5), 120, stack, 0.1)
+    nodes_spec = ClusterSpec.of(vars(scenario), allocate_latency=options.allocate_latency)
+    extra = ("--no-register", "--workers", str(options.plugin_workers))
+    plugin = start_nodes(stack, nodes_spec, stack.kubeconfig, *extra, timeout=120)
 
     startup = start_ours(stack, scenario, options)
     gunicorn_workers = procs.children(stack.processes["service"].pid)

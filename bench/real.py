@@ -37,7 +37,6 @@ from typing import Any
 from bench import apicounts, arrival, procs, real_after, real_external, real_summary, schedmetrics
 from sim.cluster.realcluster import (
     ChartSetup,
-    ExternalExtender,
     external_scheduler_config,
     install_chart,
     leader_url,
@@ -45,7 +44,8 @@ from sim.cluster.realcluster import (
     register_webhook,
     start_replica,
 )
-from sim.cluster.stack import PY, Stack, flags, wait_until
+from sim.cluster.spec import ClusterSpec, ExternalExtender
+from sim.cluster.stack import Stack, start_nodes, wait_until
 from sim.controlplane import SchedulerSpec, chart
 from sim.controlplane.base import DEVICE_PLUGIN
 from sim.controlplane.real import RealControlPlane
@@ -181,18 +181,9 @@ def start(stack: Stack, options: RealOptions, say: Callable[[str], None]) -> Clu
     setup = install_chart(stack, {"defaultSchedulerPolicy": policy} if policy else {})
     register_nodes(stack.kube, options)
     say(f"  {options.nodes} nodes created after {time.perf_counter() - began:.1f}s")
-    kubelet_flags = flags(
-        kubeconfig=stack.control_plane.kubeconfig_for(DEVICE_PLUGIN),
-        nodes=options.nodes,
-        seed=options.seed,
-        gpus_per_node=options.gpus_per_node,
-        zones=options.zones,
-        allocate_latency=options.allocate_latency,
-        stats=stack.workdir / "nodes-stats.json",
-    )
-    extra = ["--no-register", "--finish-deletions", "--stock-gpus"]
-    plugin = stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *kubelet_flags])
-    wait_until("the simulated kubelets", lambda: "nodes ready" in plugin.log_tail(5), 300, stack, 0.2)
+    nodes = ClusterSpec.of(vars(options))  # its nodes, seed, GPUs, zones and Allocate latency
+    kubeconfig = stack.control_plane.kubeconfig_for(DEVICE_PLUGIN)
+    start_nodes(stack, nodes, kubeconfig, "--no-register", "--finish-deletions", "--stock-gpus", timeout=300)
     timing_dir = stack.workdir / "timing"
     if options.external is not None:
         real_external.start(

@@ -21,7 +21,8 @@ import os
 from collections.abc import Callable
 
 from bench import procs
-from sim.cluster.realcluster import ChartSetup, ExternalExtender, start_external
+from sim.cluster.realcluster import ChartSetup, start_external
+from sim.cluster.spec import ExternalExtender
 from sim.cluster.stack import DemoFailure, Stack, wait_until
 from sim.kit.kube import pool_manager
 

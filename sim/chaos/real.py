@@ -27,10 +27,11 @@ from typing import Any
 
 from sim.chaos.check import ledger_check, locks, outcomes, oversubscription, utilisation
 from sim.chaos.ledgerwatch import LedgerWatch
+from sim.cluster.build import build
 from sim.cluster.harness import create_pod
 from sim.cluster.realcluster import kill_replica, ready_replicas, replica_suffix
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure, Stack
-from sim.cluster.start import start_cluster
 from sim.kit import podutil
 from sim.kit.kube import Kube, KubeError, atomic_write_json
 from sim.workload.mix import DEMO_LABEL, demo_pods
@@ -212,13 +213,12 @@ def storm(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
             "retryPeriod": f"{args.retry_period}s",
         },
     }
-    cluster = argparse.Namespace(
+    spec = ClusterSpec(
         control_plane="real", nodes=args.nodes, seed=args.seed, gpus_per_node=args.gpus_per_node, zones=2,
-        allocate_latency=args.allocate_latency, workers=args.workers, tls=True, mig_nodes=0,
+        allocate_latency=args.allocate_latency, workers=args.workers,
+        service_env={"HAMI_INFLIGHT_TTL": f"{INFLIGHT_TTL:g}s"}, chart_values=values,
     )  # fmt: skip
-    kube = start_cluster(
-        cluster, stack, service_env={"HAMI_INFLIGHT_TTL": f"{INFLIGHT_TTL:g}s"}, values=values
-    )
+    kube = build(spec, stack)
     kube.retries = 5
     print(f"cluster ready (real): {args.nodes} nodes, {args.replicas} replicas; {args.pods} pods", flush=True)
     pods, denied = demo_pods(args.pods, args.seed), {}

@@ -49,7 +49,8 @@ from sim.chaos.verdict import INFLIGHT_TTL, SELECTOR, passed, verdict
 from sim.cluster.actors import stats_of
 from sim.cluster.pki import ChartPki
 from sim.cluster.replicas import Election, Replicas
-from sim.cluster.stack import PY, DemoFailure, Stack, flags, vendor_env
+from sim.cluster.spec import ClusterSpec
+from sim.cluster.stack import PY, DemoFailure, Stack, flags, start_nodes, vendor_env
 from sim.emulator.testing import EmulatorHandle, HookError
 from sim.kit import podutil
 from sim.kit.command import Command
@@ -57,6 +58,7 @@ from sim.kit.kube import Kube, KubeError, atomic_write_json
 from sim.nodes.vendors import parse_vendors
 
 NODELOCK_EXPIRE = "30s"  # HAMI_NODELOCK_EXPIRE (default 5 min): shorter than the storm's long faults
+NODE_ZONES = 3  # `sim nodes`' default: the storm's seeded cluster
 PODS_PER_NODE = 28  # of the mix per 8-GPU node: about 1.3 x what fits at once (docs/chaos.md)
 
 
@@ -85,8 +87,11 @@ def wait_until(what: str, predicate: Any, timeout: float, stack: Stack, step: fl
         time.sleep(step)
 
 
-def start_cluster(args: argparse.Namespace, stack: Stack, replicas: Replicas) -> EmulatorHandle:
-    """Emulator, nodes, every replica (until one is Ready with all nodes), then the scheduler."""
+def start_storm_cluster(args: argparse.Namespace, stack: Stack, replicas: Replicas) -> EmulatorHandle:
+    """Emulator, nodes, every replica (until one is Ready with all nodes), then the scheduler. Not
+    `sim.cluster.build.build`: the storm's replicas are live `Replicas` it kills, restarts, stalls and steps
+    the clocks of, behind the simulated scheduler's list of extenders, on an emulator with seeded faults
+    (docs/harness.md "One way to start a cluster"); the nodes are the builder's (`start_nodes`)."""
     emulator = stack.start(
         "apiserver",
         [PY, "-m", "sim.emulator", *flags(port=0, kubeconfig=stack.kubeconfig, fault_seed=args.seed)],
@@ -95,17 +100,15 @@ def start_cluster(args: argparse.Namespace, stack: Stack, replicas: Replicas) ->
     kube = stack.kube = Kube.from_kubeconfig(stack.kubeconfig, pool_size=8, retries=5)
     hooks = EmulatorHandle(kube.config.server, stack.kubeconfig, None)
     wait_until("the API emulator", lambda: emulator.alive() and _answers(hooks), 30, stack, 0.1)
-    node_flags = flags(
-        kubeconfig=stack.kubeconfig,
+    nodes = ClusterSpec(
         nodes=args.nodes,
         seed=args.seed,
         gpus_per_node=args.gpus_per_node,
+        zones=NODE_ZONES,
         allocate_latency=args.allocate_latency,
-        stats=stack.workdir / "nodes-stats.json",
         vendors=args.vendors,
     )
-    stack.start("nodes", [PY, "-m", "sim", "nodes", *node_flags])
-    wait_until(f"{args.nodes} nodes", lambda: len(hooks.list("nodes")) >= args.nodes, 60, stack)
+    start_nodes(stack, nodes, stack.kubeconfig)
     for replica in replicas.items:
         replicas.start(replica)
 
@@ -154,7 +157,7 @@ def quiet(hooks: EmulatorHandle) -> bool:
 
 
 def storm(args: argparse.Namespace, plan: Plan, stack: Stack, replicas: Replicas) -> dict[str, Any]:
-    hooks = start_cluster(args, stack, replicas)
+    hooks = start_storm_cluster(args, stack, replicas)
     assert stack.kube is not None
     print(
         f"cluster ready: {args.nodes} nodes, {args.replicas} replicas; storm of {args.pods} pods", flush=True

@@ -1,24 +1,23 @@
 """The harness scenarios share, whichever control plane runs: start a cluster, create pods through
 admission, stop everything.
 
-    with running_cluster(workdir, "real", ClusterOptions(nodes=4)) as stack:
+    with running_cluster(workdir, ClusterSpec(control_plane="real", nodes=4)) as stack:
         denial = create_pod(stack, manifest)      # "" when created
         ...
 
 `create_pod` goes through our webhook either way: the real API server calls it (the chart's
 MutatingWebhookConfiguration), with the emulator the harness sends the AdmissionReview itself and applies
-the JSON Patch, standing in for the API server's admission chain. `running_cluster` stops every process it
-started (by PID and process group) when the block ends, also on failure, and fails if one survived.
+the JSON Patch, standing in for the API server's admission chain. `running_cluster` starts the cluster
+with the one builder (`sim.cluster.build.build`), stops every process it started (by PID and process group)
+when the block ends, also on failure, and fails if one survived.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,80 +25,19 @@ import jsonpatch
 import orjson
 import urllib3
 
-from sim.cluster.realcluster import ExternalExtender
+from sim.cluster.build import build
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure, Stack
-from sim.cluster.start import start_cluster
 from sim.kit.kube import KubeError, pod_path
 
 
-@dataclass(frozen=True)
-class ClusterOptions:
-    nodes: int = 4
-    gpus_per_node: int = 8
-    mig_nodes: int = 0
-    seed: int = 0
-    zones: int = 2
-    workers: int = 2
-    allocate_latency: float = 0.002
-    tls: bool = True
-    unschedulable_timeout: float = 5.0  # simulated scheduler only
-    max_unschedulable: int = 5  # simulated scheduler only
-    scheduler: bool = True
-    service_env: Mapping[str, str] = field(default_factory=dict)
-    chart_values: Mapping[str, Any] = field(default_factory=dict)  # real control plane: helm values
-    external: ExternalExtender | None = None  # real: drive an extender/webhook the harness did not start
-    scheduler_qps: int = 0  # real: kube-scheduler clientConnection qps (burst 2x); 0: the default
-    replica_nodes: tuple[
-        str, ...
-    ] = ()  # real: replica i runs as the pod on node i (NODE_NAME; sim.cluster.replicapods)
-    from_image: str = ""  # real: our containers from this built image (sim.cluster.image)
-    workload_api: bool = (
-        False  # real, Kubernetes >= 1.37: the Workload API and gang scheduling (docs/gangs.md)
-    )
-
-    def namespace(self, control_plane: str) -> argparse.Namespace:
-        return argparse.Namespace(
-            control_plane=control_plane,
-            **{
-                k: getattr(self, k)
-                for k in self.__dataclass_fields__
-                if k
-                not in (
-                    "scheduler",
-                    "service_env",
-                    "chart_values",
-                    "external",
-                    "scheduler_qps",
-                    "replica_nodes",
-                    "from_image",
-                )
-            },
-        )
-
-
 @contextlib.contextmanager
-def running_cluster(
-    workdir: Path, control_plane: str, options: ClusterOptions | None = None
-) -> Iterator[Stack]:
-    """A started cluster (see sim.cluster.stack.start_cluster); everything stopped when the block ends."""
-    options = options or ClusterOptions()
-    if options.workload_api and control_plane != "real":
-        raise DemoFailure("workload_api needs the real control plane (the emulator has no Workload API)")
-    if options.from_image and control_plane != "real":
-        raise DemoFailure("from_image needs the real control plane (the chart's containers run against it)")
+def running_cluster(workdir: Path, spec: ClusterSpec) -> Iterator[Stack]:
+    """The cluster `spec` describes, started (sim.cluster.build); everything stopped when the block ends."""
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(workdir, image=options.from_image)
+    stack = Stack(workdir)
     try:
-        start_cluster(
-            options.namespace(control_plane),
-            stack,
-            scheduler=options.scheduler,
-            service_env=dict(options.service_env),
-            values=dict(options.chart_values),
-            external=options.external,
-            scheduler_qps=options.scheduler_qps,
-            replica_nodes=options.replica_nodes,
-        )
+        build(spec, stack)
         yield stack
     finally:
         stack.stop()

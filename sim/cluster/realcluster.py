@@ -17,7 +17,6 @@ public server), `extender` and `scheduler` (the emulator demo's names); replica 
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import os
@@ -25,7 +24,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ import urllib3
 
 from sim.cluster.image import image_containers
 from sim.cluster.serviceproxy import ServiceProxy
+from sim.cluster.spec import ClusterSpec, ExternalExtender
 from sim.cluster.stack import (
     DemoFailure,
     Stack,
@@ -57,19 +57,6 @@ from sim.workload.mix import NAMESPACES
 
 PY = sys.executable
 KUBELET_API_RETRIES = 60  # the simulated kubelets' retries of an API call (`sim nodes --api-retries`)
-
-
-@dataclass(frozen=True)
-class ExternalExtender:
-    """Drive an extender (and webhook) this harness did not start, e.g. another HAMi-compatible one: the
-    chart's KubeSchedulerConfiguration pointed at `url` (empty: kube-scheduler without any extender, the
-    benchmark's baseline), the chart's webhook registration pointed at `webhook_url` (empty: none)."""
-
-    url: str = ""
-    ca_file: str = ""  # tlsConfig.caFile for an https url; empty: tlsConfig.insecure
-    webhook_url: str = ""  # e.g. https://127.0.0.1:9443/webhook
-    webhook_ca: str = ""  # PEM file for the webhook's caBundle
-    scheduler_name: str = "hami-scheduler"
 
 
 @dataclass(frozen=True)
@@ -278,60 +265,50 @@ def start_default_scheduler(stack: Stack) -> None:
     stack.start_scheduler(SchedulerSpec(name=DEFAULT_SCHEDULER, config=config, user=KUBE_SCHEDULER))
 
 
-def start_real_cluster(
-    args: argparse.Namespace,
-    stack: Stack,
-    *,
-    scheduler: bool = True,
-    service_env: Mapping[str, str] | None = None,
-    values: Mapping[str, Any] | None = None,
-    external: ExternalExtender | None = None,
-    scheduler_qps: int = 0,
-    replica_nodes: Sequence[str] = (),
-    default_scheduler: bool = False,
-) -> Kube:
-    """The stack of `sim.cluster.start.start_cluster` on the real control plane, with the chart's `values`
+def start_real_cluster(spec: ClusterSpec, stack: Stack) -> Kube:
+    """The stack of `sim.cluster.build.build` on the real control plane, with the spec's chart values
     (`replicas`: that many replicas, each with its own kube-scheduler as the chart deploys them;
-    `leaderElection.mode`; replica i as the pod on `replica_nodes[i]` when given, see
+    `leaderElection.mode`; replica i as the pod on `spec.replica_nodes[i]` when given, see
     sim.cluster.replicapods). Without a scheduler leader election is off (in follow mode nothing else would
-    make a replica the leader). `stack.service_url` ends as the leader's URL. With `external`, none of
-    ours runs: the control plane, the nodes and one kube-scheduler at the given extender. `default_scheduler`:
-    the cluster's own kube-scheduler as well (`start_default_scheduler`)."""
-    values = {**vendor_values(getattr(args, "vendors", "nvidia")), **(values or {})}
-    stack.start_control_plane("real", workload_api=bool(getattr(args, "workload_api", False)))
+    make a replica the leader). `stack.service_url` ends as the leader's URL. With `spec.external`, none of
+    ours runs: the control plane, the nodes and one kube-scheduler at the given extender.
+    `spec.default_scheduler`: the cluster's own kube-scheduler as well (`start_default_scheduler`)."""
+    values = {**vendor_values(spec.vendors), **spec.chart_values}
+    stack.start_control_plane("real", workload_api=spec.workload_api)
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
     # the simulated kubelets' and plugins' API calls ride out a kube-apiserver restart (~60 s of retries, a
     # 403 included: the restarted server denies until its authorizers have synced):
     # a real plugin's Allocate in the outage fails the pod whatever the scheduler did (docs/chaos.md)
     kubelet = ["--finish-deletions", "--api-retries", str(KUBELET_API_RETRIES), "--retry-forbidden"]
+    external = spec.external
     if external is not None and not external.url:  # no extender: the stock NVIDIA plugin's behaviour
         kubelet.append("--stock-gpus")
-    start_nodes(stack, args, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), *kubelet)
-    if default_scheduler:
+    start_nodes(stack, spec, stack.control_plane.kubeconfig_for(DEVICE_PLUGIN), *kubelet)
+    if spec.default_scheduler:
         start_default_scheduler(stack)
     if external is not None:
-        start_external(stack, setup, external, scheduler, scheduler_qps)
+        start_external(stack, setup, external, spec.scheduler, spec.scheduler_qps)
         return stack.kube
-    env = dict(service_env or {})
-    if not scheduler:
+    env = dict(spec.service_env)
+    if not spec.scheduler:
         env.setdefault("HAMI_LEADER_ELECT", "false")
     replicas = int(values.get("replicas") or 1)
-    nodes = [*replica_nodes, *[""] * replicas][:replicas]
+    nodes = [*spec.replica_nodes, *[""] * replicas][:replicas]
     stack.replica_urls = [
-        start_replica(stack, setup, i, args.workers, env, node=node) for i, node in enumerate(nodes)
+        start_replica(stack, setup, i, spec.workers, env, node=node) for i, node in enumerate(nodes)
     ]
     stack.service_url = stack.replica_urls[0]
     extender, webhook = services(stack, setup)
     register_webhook(stack, setup, webhook)
-    if scheduler:
+    if spec.scheduler:
         for index, url in enumerate(stack.replica_urls):
             # follow: the sidecar calls its own pod's extender; acquire: the Service (the leader)
             target = extender if setup.leader_mode == "acquire" else stack.extender_urls[url]
-            start_kube_scheduler(stack, setup, index, target, scheduler_qps)
+            start_kube_scheduler(stack, setup, index, target, spec.scheduler_qps)
     wait_until(
         "a replica to be ready with every node registered",
-        lambda: leader_url(stack, args.nodes) is not None,
+        lambda: leader_url(stack, spec.nodes) is not None,
         120,
         stack,
         0.25,

@@ -1,7 +1,7 @@
 """A run's cluster as child processes: start each actor, wait for it, check it is alive, stop all by PID.
 
 `Stack` holds the run's control plane (`sim.controlplane`) and every other process it starts (nodes, worker,
-service; `sim.cluster.start.start_cluster` starts them in order). `Stack.stop` ends them in reverse dependency
+service; `sim.cluster.build.build` starts them in order). `Stack.stop` ends them in reverse dependency
 order through
 `sim.kit.processes` (SIGTERM to the PID, SIGKILL to its process group after a grace period) and remembers
 every PID it saw — Gunicorn's workers included — so a caller can check that none survived.
@@ -9,7 +9,6 @@ every PID it saw — Gunicorn's workers included — so a caller can check that 
 
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 import threading
@@ -22,6 +21,7 @@ import orjson
 import yaml
 
 from sim.cluster.image import BUILDAH, ImageRunner, container_process
+from sim.cluster.spec import ClusterSpec
 from sim.controlplane import ControlPlane, SchedulerSpec, make_control_plane
 from sim.kit.kube import Kube, pool_manager
 from sim.kit.processes import ChildProcess, start_process
@@ -287,26 +287,36 @@ def vendor_values(vendors: str) -> dict[str, Any]:
     return {"devices": {section: {"enabled": True} for section in sorted(enabled)}} if enabled else {}
 
 
-def start_nodes(stack: Stack, args: argparse.Namespace, kubeconfig: Path, *extra: str) -> None:
-    """The simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user), waited for until every node
-    exists. `args` needs nodes, seed, gpus_per_node, zones, allocate_latency and optionally mig_nodes."""
-    assert stack.kube is not None
-    kube = stack.kube
+def start_nodes(
+    stack: Stack, spec: ClusterSpec, kubeconfig: Path, *extra: str, timeout: float = 60
+) -> ChildProcess:
+    """The spec's simulated GPU nodes (`python -m sim nodes`, as `kubeconfig`'s user; `extra`: more of its
+    flags), waited for until every node exists; with `--no-register` (the caller created the Node objects,
+    as the benchmark does in bulk) until their kubelets and device plugins report ready. Returns the
+    process."""
     node_flags = flags(
         kubeconfig=kubeconfig,
-        nodes=args.nodes,
-        seed=args.seed,
-        gpus_per_node=args.gpus_per_node,
-        zones=args.zones,
-        allocate_latency=args.allocate_latency,
-        mig_nodes=getattr(args, "mig_nodes", 0),
+        nodes=spec.nodes,
+        seed=spec.seed,
+        gpus_per_node=spec.gpus_per_node,
+        zones=spec.zones,
+        allocate_latency=spec.allocate_latency,
+        mig_nodes=spec.mig_nodes,
         stats=stack.workdir / "nodes-stats.json",
-        vendors=getattr(args, "vendors", "nvidia"),
+        vendors=spec.vendors,
     )
-    stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *node_flags])
+    process = stack.start("nodes", [PY, "-m", "sim", "nodes", *extra, *node_flags])
+    if "--no-register" in extra:
+        wait_until(
+            "the simulated kubelets", lambda: "nodes ready" in process.log_tail(5), timeout, stack, 0.1
+        )
+        return process
+    assert stack.kube is not None
+    kube = stack.kube
     wait_until(
-        f"{args.nodes} simulated nodes",
-        lambda: len(kube.list("/api/v1/nodes", labelSelector="sim.hami.io/node=true")[1]) >= args.nodes,
-        60,
+        f"{spec.nodes} simulated nodes",
+        lambda: len(kube.list("/api/v1/nodes", labelSelector="sim.hami.io/node=true")[1]) >= spec.nodes,
+        timeout,
         stack,
     )
+    return process

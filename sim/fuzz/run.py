@@ -42,8 +42,9 @@ import orjson
 import urllib3
 
 from sim.chaos.forger import gpu_pod
+from sim.cluster.build import build
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure, Stack, group_members
-from sim.cluster.start import start_cluster
 from sim.fuzz.gen import Case, Inputs
 from sim.fuzz.hostile import FUZZ, Hostile, peaks
 from sim.fuzz.judge import Tally
@@ -247,7 +248,10 @@ def fuzz(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
         "HAMI_BIND_LOCK_WAIT": "2s",
         "HAMI_REGISTRATION_INTERVAL": "1s",
     }
-    kube = start_cluster(args, stack, scheduler=False, service_env=env)
+    spec = ClusterSpec.of(
+        vars(args), zones=1, allocate_latency=0.0, tls=False, scheduler=False, service_env=env
+    )
+    kube = build(spec, stack)
     good, uuids = _good_nodes(kube)
     planter = Planter(kube, random.Random(args.seed), good, uuids)
     planter.plant()
@@ -357,9 +361,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workdir", default="", help="keep the logs and state here (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir after the run")
-    parser.set_defaults(
-        zones=1, allocate_latency=0.0, tls=False, unschedulable_timeout=5.0, max_unschedulable=5
-    )
 
 
 COMMAND = Command(add_arguments, run)

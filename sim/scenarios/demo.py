@@ -33,9 +33,10 @@ import urllib3
 
 from sim.cluster import image
 from sim.cluster.actors import stats_of
+from sim.cluster.build import build
 from sim.cluster.harness import create_pod
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure, Stack
-from sim.cluster.start import start_cluster
 from sim.controlplane import KINDS
 from sim.kit import podutil
 from sim.kit.command import Command
@@ -217,14 +218,14 @@ def run(args: argparse.Namespace) -> int:
     began = time.time()
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="hami-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(workdir, image=args.from_image)
+    stack = Stack(workdir)
     if args.control_plane == "real":
         args.tls = True  # the chart serves HTTPS only
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     failure, code, report = "", 0, None
     try:
         print(f"starting the cluster in {workdir} ...")
-        kube = start_cluster(args, stack, default_scheduler=True)
+        kube = build(ClusterSpec.of(vars(args), default_scheduler=True), stack)
         print(f"ready after {time.time() - began:.1f}s: {args.nodes} nodes, service at {stack.service_url}")
         run_info = run_pods(args, stack, kube)
         report = build_report(args, stack, kube, run_info, began)

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 from sim.cluster import image
+from sim.cluster.build import build
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure, Stack
-from sim.cluster.start import start_cluster
 from sim.controlplane import KINDS
 from sim.kit.command import Command, stop_on_signals
 from sim.kit.kube import atomic_write_json
@@ -48,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
     ready = workdir / "ready"
     ready.unlink(missing_ok=True)
     done = stop_on_signals()
-    stack = Stack(workdir, image=args.from_image)
+    stack = Stack(workdir)
     code = 0
     try:
-        start_cluster(args, stack, default_scheduler=True)
+        build(ClusterSpec.of(vars(args), default_scheduler=True), stack)
         assert stack.control_plane is not None
         atomic_write_json(
             ready,

@@ -8,7 +8,7 @@ import pytest
 
 from bench.__main__ import external, parse
 from bench.real_summary import headline
-from sim.cluster.realcluster import ExternalExtender
+from sim.cluster.spec import ExternalExtender
 
 URL = "https://127.0.0.1:9443"
 

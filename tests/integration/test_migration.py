@@ -26,7 +26,6 @@ reading of the padding quirk (966887c) the Istio pod's GPU is oversubscribed (do
 
 from __future__ import annotations
 
-import argparse
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -46,6 +45,7 @@ from sim.cluster.realcluster import (
     start_kube_scheduler,
     start_replica,
 )
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack, start_nodes
 from sim.controlplane import SchedulerSpec, binaries, chart
 from sim.controlplane.base import DEVICE_PLUGIN, RELEASE_NAMESPACE
@@ -187,9 +187,7 @@ def test_migration_from_hami_keeps_every_allocation(stack: Stack, wait_for: Any)
         for index in range(scenario.STREAM):
             assert create_pod(stack, scenario.new_pod(index)) == ""
         time.sleep(1.0)
-        nodes = argparse.Namespace(
-            nodes=scenario.NODES, seed=scenario.SEED, gpus_per_node=2, zones=1, allocate_latency=0.002
-        )
+        nodes = ClusterSpec(nodes=scenario.NODES, seed=scenario.SEED, gpus_per_node=2, zones=1)
         start_nodes(stack, nodes, plane.kubeconfig_for(DEVICE_PLUGIN), "--no-register", "--models", "v100:2")
 
         def outcomes() -> dict[str, str]:

@@ -9,8 +9,8 @@ by `make kube`; `make test` builds them first).
   `sim.cluster.stack.Stack` (`.kube` admin client, `.control_plane`, `.service_url`, `.http` trusting the
   chart's CA). Every process is stopped when the module's tests are done, also on failure.
 
-Other suites that want the real control plane use `sim.cluster.harness.running_cluster(workdir, "real",
-options)` directly (see docs/real-control-plane.md).
+Other suites that want the real control plane use `sim.cluster.harness.running_cluster(workdir,
+ClusterSpec(control_plane="real", ...))` directly (see docs/real-control-plane.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
 from sim.controlplane import binaries
 
@@ -37,6 +38,8 @@ def real_cluster(
     real_binaries: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     values = {"worker": {"publishCapacity": True}}
-    options = ClusterOptions(nodes=4, gpus_per_node=8, mig_nodes=1, zones=2, chart_values=values)
-    with running_cluster(tmp_path_factory.mktemp("real-cluster"), "real", options) as stack:
+    options = ClusterSpec(
+        control_plane="real", nodes=4, gpus_per_node=8, mig_nodes=1, zones=2, chart_values=values
+    )
+    with running_cluster(tmp_path_factory.mktemp("real-cluster"), options) as stack:
         yield stack

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.controlplane.base import EXTENDER
 from sim.kit.kube import Kube, KubeError, pod_path
 
@@ -45,8 +46,8 @@ def _bind(kube: Kube, pod: dict[str, Any], node: str, annotations: dict[str, str
 
 
 def test_a_binding_may_not_carry_scheduler_owned_annotations(real_binaries: object, tmp_path: Path) -> None:
-    options = ClusterOptions(nodes=1, gpus_per_node=1, zones=1, scheduler=False)
-    with running_cluster(tmp_path / "run", "real", options) as stack:
+    options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=1, zones=1, scheduler=False)
+    with running_cluster(tmp_path / "run", options) as stack:
         admin, control_plane = stack.kube, stack.control_plane
         assert admin is not None and control_plane is not None
         node = admin.list("/api/v1/nodes")[1][0]["metadata"]["name"]

@@ -29,7 +29,8 @@ import pytest
 from test_dra_side_by_side import CLASS, device_class, resource_slice
 
 from app.state.drafacts import MAX_AGE
-from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.cluster.harness import create_pod, running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.controlplane.real import free_port
 from sim.emulator.testing import wait_for
 from sim.kit.kube import pod_path
@@ -71,13 +72,14 @@ def test_dra_devices_and_extended_resource_names_are_refused(real_binaries: obje
     if not KUBECTL.exists():
         pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     metrics = f"http://127.0.0.1:{free_port()}/metrics?hami_gauges=0"
-    options = ClusterOptions(
+    options = ClusterSpec(
+        control_plane="real",
         nodes=2,
         gpus_per_node=2,
         zones=1,
         service_env={"HAMI_WORKER_METRICS_BIND": metrics.split("/")[2]},
     )
-    with running_cluster(tmp_path / "cluster", "real", options) as stack:
+    with running_cluster(tmp_path / "cluster", options) as stack:
         kube = stack.kube
         assert kube is not None
 

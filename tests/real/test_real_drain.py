@@ -27,9 +27,10 @@ from typing import Any
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.cluster.harness import create_pod, running_cluster
 from sim.cluster.realcluster import pod_name, ready_replicas
 from sim.cluster.replicapods import PODS, ReplicaPods
+from sim.cluster.spec import ClusterSpec
 from sim.controlplane.base import RELEASE_NAMESPACE
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
@@ -57,8 +58,10 @@ def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, t
     if not KUBECTL.exists():
         pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     values = {"replicas": 2, "leaderElection": {"mode": mode, **TIMINGS}}
-    options = ClusterOptions(nodes=1, gpus_per_node=2, chart_values=values, replica_nodes=NODES)
-    with running_cluster(tmp_path, "real", options) as stack, ReplicaPods(stack, values, NODES) as pods:
+    options = ClusterSpec(
+        control_plane="real", nodes=1, gpus_per_node=2, chart_values=values, replica_nodes=NODES
+    )
+    with running_cluster(tmp_path, options) as stack, ReplicaPods(stack, values, NODES) as pods:
         kube = stack.kube
         assert kube is not None
         (leader,) = wait_for(lambda: ready_replicas(stack), 30, "one Ready replica")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, running_cluster
-from sim.cluster.realcluster import ExternalExtender
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec, ExternalExtender
 from sim.kit import podutil
 from sim.kit.kube import pod_path
 
@@ -20,8 +20,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.real]
 
 
 def test_kube_scheduler_without_extender_binds_by_itself(tmp_path: Path, real_binaries: object) -> None:
-    options = ClusterOptions(nodes=2, gpus_per_node=2, external=ExternalExtender(url=""), scheduler_qps=500)
-    with running_cluster(tmp_path / "run", "real", options) as stack:
+    options = ClusterSpec(
+        control_plane="real", nodes=2, gpus_per_node=2, external=ExternalExtender(url=""), scheduler_qps=500
+    )
+    with running_cluster(tmp_path / "run", options) as stack:
         kube = stack.kube
         assert kube is not None
         assert set(stack.all_processes()) == {"etcd", "kube-apiserver", "nodes", "scheduler"}

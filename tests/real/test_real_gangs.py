@@ -36,7 +36,8 @@ import pytest
 from test_real_preemption import _device_usage, _gpu_memory, _pods, _reservations, _running, wait_for
 
 from app.core.codec import decode_pod_single_device
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
 from sim.controlplane.real import WORKLOAD_API_SINCE, minor_of
 from sim.kit.kube import Kube, pod_path
@@ -143,14 +144,15 @@ def gang_cluster(real_binaries: Any, tmp_path_factory: pytest.TempPathFactory) -
         pytest.skip(
             f"the Workload API is Kubernetes >= 1.37, the control plane {real_binaries.kubernetes_version}"
         )
-    options = ClusterOptions(
+    options = ClusterSpec(
+        control_plane="real",
         nodes=1,
         gpus_per_node=GPUS,
         zones=1,
         workload_api=True,
         service_env={"HAMI_INFLIGHT_TTL": f"{TTL:g}s"},
     )
-    with running_cluster(tmp_path_factory.mktemp("gangs"), "real", options) as stack:
+    with running_cluster(tmp_path_factory.mktemp("gangs"), options) as stack:
         yield stack
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.cluster.harness import create_pod, running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
 from sim.workload.inspection import KUBECTL, expected_usage, inspected, kubectl_dump
@@ -40,8 +41,8 @@ def gpu_pod(name: str, gpus: int, memory: int, cores: int) -> dict[str, Any]:
 def test_every_source_shows_the_annotations(real_binaries: object, tmp_path: Path) -> None:
     if not KUBECTL.exists():
         pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
-    options = ClusterOptions(nodes=2, gpus_per_node=2)
-    with running_cluster(tmp_path / "cluster", "real", options) as stack:
+    options = ClusterSpec(control_plane="real", nodes=2, gpus_per_node=2)
+    with running_cluster(tmp_path / "cluster", options) as stack:
         kube = stack.kube
         assert kube is not None and stack.ca_file is not None
         for name, shape in PODS.items():

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, create_pod, running_cluster
+from sim.cluster.harness import create_pod, running_cluster
 from sim.cluster.realcluster import kill_replica, pod_name, ready_replicas
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
 from sim.kit import podutil
 from sim.kit.kube import Kube
@@ -79,9 +80,11 @@ def cluster(
 ) -> Iterator[Stack]:
     """With --from-image, each replica's containers run from that image (killed as a pod's are)."""
     values = {"replicas": 2, "leaderElection": {"mode": request.param, **TIMINGS}}
-    options = ClusterOptions(nodes=3, gpus_per_node=4, chart_values=values, from_image=from_image)
+    options = ClusterSpec(
+        control_plane="real", nodes=3, gpus_per_node=4, chart_values=values, from_image=from_image
+    )
     workdir: Path = tmp_path_factory.mktemp(f"leader-{request.param}")
-    with running_cluster(workdir, "real", options) as stack:
+    with running_cluster(workdir, options) as stack:
         yield request.param, stack
 
 

@@ -23,7 +23,8 @@ from app.k8s import objects
 from app.k8s.client import connect
 from app.k8s.errors import ApiError
 from app.k8s.nodelock import Backoff, LockContention, lock_node
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.emulator.testing import pod
 from sim.kit.kube import pod_path
 
@@ -34,8 +35,8 @@ EXPIRE = timedelta(minutes=5)
 def test_the_requests_the_bind_saves_rely_on_kube_apiservers_own_answers(
     real_binaries: object, tmp_path: Path
 ) -> None:
-    options = ClusterOptions(nodes=1, gpus_per_node=1, zones=1, scheduler=False)
-    with running_cluster(tmp_path / "run", "real", options) as stack:
+    options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=1, zones=1, scheduler=False)
+    with running_cluster(tmp_path / "run", options) as stack:
         assert stack.control_plane is not None and stack.kube is not None
         kube = connect(str(stack.control_plane.kubeconfig))
         try:

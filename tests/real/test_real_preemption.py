@@ -25,7 +25,8 @@ import orjson
 import pytest
 
 from app.core.codec import decode_pod_single_device
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
 from sim.kit.kube import Kube, pod_path, pool_manager
 
@@ -153,8 +154,8 @@ def _setup(stack: Stack, gpu_pods: list[tuple[str, int]], cpu_pod: bool) -> tupl
 
 
 def test_preemptor_evicts_the_fewest_gpu_holders_and_binds(real_binaries: object, tmp_path: Path) -> None:
-    options = ClusterOptions(nodes=1, gpus_per_node=2, zones=1)
-    with running_cluster(tmp_path / "run", "real", options) as stack:
+    options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=2, zones=1)
+    with running_cluster(tmp_path / "run", options) as stack:
         kube, not_oversubscribed = _setup(
             stack, [("low-whole", 100), ("low-half-0", 50), ("low-half-1", 50)], True
         )
@@ -196,8 +197,8 @@ def test_preemptor_evicts_the_fewest_gpu_holders_and_binds(real_binaries: object
 
 
 def test_gpu_memory_alone_never_reaches_the_preempt_verb(real_binaries: object, tmp_path: Path) -> None:
-    options = ClusterOptions(nodes=1, gpus_per_node=2, zones=1)
-    with running_cluster(tmp_path / "run", "real", options) as stack:
+    options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=2, zones=1)
+    with running_cluster(tmp_path / "run", options) as stack:
         kube, not_oversubscribed = _setup(stack, [("low-0", 100), ("low-1", 100)], False)
         kube.create(pod_path("default"), _pod("urgent", "high", 100))
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from sim.cluster import image
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure
 from sim.controlplane import chart
 
@@ -100,6 +101,6 @@ def test_a_volume_without_a_stand_in_is_a_clear_error(tmp_path: Path, objects: l
 def test_the_harness_refuses_an_image_on_the_emulator(tmp_path: Path) -> None:
     with (
         pytest.raises(DemoFailure, match="from_image needs the real control plane"),
-        running_cluster(tmp_path, "emulator", ClusterOptions(from_image="localhost/x:1")),
+        running_cluster(tmp_path, ClusterSpec(from_image="localhost/x:1")),
     ):
         pytest.fail("no cluster may start")

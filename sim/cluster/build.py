@@ -1,23 +1,23 @@
-"""Start a whole cluster on either control plane: `start_cluster` (what the demo, `sim up`, the fuzzer and
-the harness call).
+"""Start a whole cluster on either control plane from its `ClusterSpec`: `build`, the one way every scenario
+(demo, `sim up`, the fuzzer, the real-control-plane chaos storm) and the harness's fixtures start one.
 
 Emulator: the API emulator, the simulated GPU nodes (`python -m sim nodes`), the registration worker
 (`python -m workers`), our service (`gunicorn -c config/gunicorn.conf.py wsgi:app`, Ready with every node
 registered) and the simulated kube-scheduler (`python -m sim scheduler`), each waited for. Real: the same
 cluster configured from our chart on etcd + kube-apiserver + kube-scheduler (`sim.cluster.realcluster`). Every
-process is a child of the `Stack`, which stops them all by PID.
+process is a child of the `Stack`, which stops them all by PID; a spec the builder cannot honour
+(`ClusterSpec.problem`) fails before anything starts.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import ssl
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from sim.cluster.realcluster import ExternalExtender, start_real_cluster
+from sim.cluster.image import ImageRunner
+from sim.cluster.realcluster import start_real_cluster
+from sim.cluster.spec import REAL, ClusterSpec
 from sim.cluster.stack import (
     PY,
     DemoFailure,
@@ -59,49 +59,20 @@ def extender_config(url: str, ca_file: Path | None, default_scheduler: bool = Fa
     }
 
 
-def start_cluster(
-    args: argparse.Namespace,
-    stack: Stack,
-    *,
-    scheduler: bool = True,
-    service_env: Mapping[str, str] | None = None,
-    values: Mapping[str, Any] | None = None,
-    external: ExternalExtender | None = None,
-    scheduler_qps: int = 0,
-    replica_nodes: Sequence[str] = (),
-    default_scheduler: bool = False,
-) -> Kube:
-    """Control plane, nodes, worker, service (waited for until Ready with every node) and scheduler.
-
-    `args` needs: nodes, seed, gpus_per_node, zones, allocate_latency, workers, tls, unschedulable_timeout,
-    max_unschedulable (the demo's options), and optionally control_plane ("emulator", the default, or
-    "real": then `sim.cluster.realcluster` builds the cluster from our chart). `scheduler=False` leaves the
-    kube-scheduler out (the caller plays it); `service_env` adds to or overrides the worker's and the
-    service's environment; `values` are the chart's values, `external` an extender the harness did not
-    start, `scheduler_qps` kube-scheduler's client rate, `replica_nodes` the nodes of the replicas' pods (real
-    control plane only; see sim.cluster.realcluster), `default_scheduler` the cluster's own
-    `default-scheduler` too (`sim up`, the demo: pods that ask for no managed device are placed as in any
-    cluster; real: a second kube-scheduler process, emulator: a second profile of the simulated one). The API
-    client returned is also `stack.kube`.
-    """
-    if getattr(args, "control_plane", "emulator") == "real":
-        return start_real_cluster(
-            args,
-            stack,
-            scheduler=scheduler,
-            service_env=service_env,
-            values=values,
-            external=external,
-            scheduler_qps=scheduler_qps,
-            replica_nodes=replica_nodes,
-            default_scheduler=default_scheduler,
-        )
-    if external is not None:
-        raise DemoFailure("an external extender needs the real control plane (--control-plane real)")
-    stack.start_control_plane("emulator", workload_api=bool(getattr(args, "workload_api", False)))
+def build(spec: ClusterSpec, stack: Stack) -> Kube:
+    """Control plane, nodes, worker, service (waited for until Ready with every node) and scheduler, as
+    `spec` describes them (see sim.cluster.spec); the API client returned is also `stack.kube`."""
+    problem = spec.problem()
+    if problem:
+        raise DemoFailure(problem)
+    if spec.from_image:
+        stack.image = ImageRunner(spec.from_image)
+    if spec.control_plane == REAL:
+        return start_real_cluster(spec, stack)
+    stack.start_control_plane(spec.control_plane)
     kube = stack.kube
     assert kube is not None
-    start_nodes(stack, args, stack.kubeconfig)
+    start_nodes(stack, spec, stack.kubeconfig)
     port = free_port()
     stack.service_url = f"http://127.0.0.1:{port}"
     env = {
@@ -112,12 +83,12 @@ def start_cluster(
         "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
         "HAMI_LOG_LEVEL": "WARNING",
         "HAMI_BIND": f"127.0.0.1:{port}",
-        "HAMI_WORKERS": str(args.workers),
+        "HAMI_WORKERS": str(spec.workers),
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / "prometheus"),
-        **vendor_env(getattr(args, "vendors", "nvidia"), stack.workdir),
-        **(service_env or {}),
+        **vendor_env(spec.vendors, stack.workdir),
+        **spec.service_env,
     }
-    if args.tls:
+    if spec.tls:
         serve_tls(stack, env)
     stack.start("worker", [PY, "-m", "workers"], env)
     service = stack.start("service", [PY, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "wsgi:app"], env)
@@ -125,21 +96,21 @@ def start_cluster(
     wait_for_http(f"{stack.service_url}/healthz", timeout=60, process=service, ssl_context=context)
     wait_until(
         "the service to be ready with every node registered",
-        lambda: service_ready(stack, args.nodes),
+        lambda: service_ready(stack, spec.nodes),
         90,
         stack,
         0.25,
     )
-    if not scheduler:
+    if not spec.scheduler:
         return kube
-    spec = SchedulerSpec(
+    scheduler = SchedulerSpec(
         name="scheduler",
-        config=extender_config(stack.service_url, stack.ca_file, default_scheduler),
+        config=extender_config(stack.service_url, stack.ca_file, spec.default_scheduler),
         stats=stack.workdir / "scheduler-stats.json",
         sim_options={
-            "unschedulable_timeout": args.unschedulable_timeout,
-            "max_unschedulable": args.max_unschedulable,
+            "unschedulable_timeout": spec.unschedulable_timeout,
+            "max_unschedulable": spec.max_unschedulable,
         },
     )
-    stack.start_scheduler(spec)
+    stack.start_scheduler(scheduler)
     return kube
