@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import re
 from typing import Any
 
 import pytest
@@ -66,6 +68,31 @@ def test_rules(render: Any, overrides: dict[str, bool], rules: list[tuple[str, l
         assert rule["apiGroups"] == [""]
         assert rule["apiVersions"] == ["v1"]
         assert rule["scope"] == "Namespaced"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({}, id="default"),
+        pytest.param({"webhook.trustedUsers": ["system:serviceaccount:ops:auditor"]}, id="extra-user"),
+        pytest.param({"webhook.devicePluginServiceAccount.name": ""}, id="no-device-plugin"),
+    ],
+)
+def test_calls_that_cannot_be_refused_are_skipped_for_the_trusted_users(
+    render: Any, overrides: dict[str, object]
+) -> None:
+    """The matchCondition names exactly the users the webhook process trusts (issue 20): a trusted user's
+    update of an unbound pod is then skipped by the API server only where the webhook would allow it."""
+    manifests = render("default", overrides)
+    [condition] = webhook(manifests)["matchConditions"]
+    trusted = manifests.env("webhook")["HAMI_WEBHOOK_TRUSTED_USERS"].split(",")
+    listed = re.search(r"request\.userInfo\.username in (\[[^\]]*\])", condition["expression"])
+    assert listed is not None and json.loads(listed.group(1)) == trusted
+    assert condition["expression"].startswith("request.kind.kind == 'Binding'")
+
+
+def test_no_match_conditions_without_update_protection(render: Any) -> None:
+    assert "matchConditions" not in webhook(render("default", {"webhook.protectAnnotationsOnUpdate": False}))
 
 
 def test_ha_example_protects_updates(render: Any) -> None:
