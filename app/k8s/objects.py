@@ -8,12 +8,16 @@ variables on every request (its cost grows with the environment; kubelet injects
 Service). Measured against the API emulator: 1.1 ms -> 0.6 ms of CPU per PATCH (docs/benchmarks.md). The
 requests are the same HTTP requests (method, path, body, content type), and everything the client's
 configuration decides still applies: the host, the TLS settings and any proxy live in the pool, the bearer
-token comes from `auth_settings()` (which runs the client's token-refresh hook), and the default headers are
-the client's. Lists and watches, which are neither frequent nor latency-bound, keep the generated methods.
+token comes from `auth_settings()` (which runs the client's token-refresh hook; its answer is reused for up
+to a second, `_headers`), and the default headers are the client's. The events the processes post and
+/bind's LIST of the pods on its node (issue 20) take the same path. Other lists and the watches, which are
+neither frequent nor latency-bound, keep the generated methods.
 """
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -30,12 +34,32 @@ JSON = "application/json"
 _TIMEOUT = urllib3.Timeout(connect=DEFAULT_TIMEOUT[0], read=DEFAULT_TIMEOUT[1])
 
 
-def _call(kube: Kube, method: str, path: str, body: Any = None, content_type: str = JSON) -> bytes:
-    """One request through the client's connection pool; the answer's body, or ApiError."""
-    configuration = kube.api.configuration
+AUTH_TTL = 1.0  # seconds the credentials of `auth_settings()` are reused for (see `_headers`)
+_headers_cache: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _headers(kube: Kube) -> dict[str, str]:
+    """The client's default headers and credentials, re-read at most every AUTH_TTL seconds per client.
+
+    `auth_settings()` runs the client's token-refresh hook, which for a kubeconfig re-applies the whole
+    loaded configuration each time (~90 us of CPU, and /bind makes four calls); the hook refreshes a token
+    only once it expired (kubeconfig) or once a minute (in-cluster), so a second's reuse changes nothing
+    but that cost."""
+    configuration, now = kube.api.configuration, time.monotonic()
+    cached = _headers_cache.get(configuration)
+    if cached is not None and now - cached[0] < AUTH_TTL:
+        return cached[1]
     headers = {**kube.api.default_headers, "Accept": JSON}
     for auth in configuration.auth_settings().values():
         headers[auth["key"]] = auth["value"]
+    _headers_cache[configuration] = (now, headers)
+    return headers
+
+
+def _call(kube: Kube, method: str, path: str, body: Any = None, content_type: str = JSON) -> bytes:
+    """One request through the client's connection pool; the answer's body, or ApiError."""
+    configuration = kube.api.configuration
+    headers = dict(_headers(kube))
     if body is not None:
         headers["Content-Type"] = content_type
     try:
