@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.core.vendor import Vendor
+from app.core.vendor import CoreMasks, Vendor, core_masks
 from app.devices import REGISTRY, DeviceConfigError, build_vendors, disabled_resources
 from app.devices.ascend import CHART_CHIPS
 from app.devices.hygon import Hygon, HygonConfig
@@ -124,3 +124,11 @@ def test_disabled_resources_name_the_family_and_the_switch() -> None:
         disabled["huawei.com/Ascend910B3-memory"]
         == "Huawei Ascend is not enabled (device config: HAMI_ENABLE_ASCEND)"
     )
+
+
+def test_core_masks_are_exactly_the_vendors_the_protocol_matches() -> None:
+    """`core_masks` reads the attribute instead of the protocol's slow isinstance (issue 20): the same set."""
+    vendors = tuple(v for family in REGISTRY for v in family.build(None))
+    masks = core_masks(vendors)
+    assert sorted(masks) == sorted(v.key for v in vendors if isinstance(v, CoreMasks))
+    assert masks and all(masks[v.key] == v.core_mask for v in vendors if isinstance(v, CoreMasks))
