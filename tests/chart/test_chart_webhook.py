@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from app.core.podkeys import CORE_KEYS
+from app.core.vendor import ALLOCATION
+
 
 def webhook(manifests: Any) -> dict[str, Any]:
     config = manifests.one("MutatingWebhookConfiguration", "hami-scheduler-hami-system")
@@ -89,6 +92,14 @@ def test_calls_that_cannot_be_refused_are_skipped_for_the_trusted_users(
     listed = re.search(r"request\.userInfo\.username in (\[[^\]]*\])", condition["expression"])
     assert listed is not None and json.loads(listed.group(1)) == trusted
     assert condition["expression"].startswith("request.kind.kind == 'Binding'")
+
+
+def test_the_skipped_bound_pod_keys_are_the_cores_keys_outside_any_allocation(render: Any) -> None:
+    """A trusted user's update of a bound pod is skipped only when it changes these keys alone: the core
+    declares them first (no vendor can redeclare them), none with the role ALLOCATION."""
+    [condition] = webhook(render("default"))["matchConditions"]
+    lists = {tuple(json.loads(m)) for m in re.findall(r"k in (\[[^\]]*\])", condition["expression"])}
+    assert lists == {tuple(sorted(key.name for key in CORE_KEYS if key.role != ALLOCATION))}
 
 
 def test_no_match_conditions_without_update_protection(render: Any) -> None:
