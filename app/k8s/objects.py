@@ -35,6 +35,7 @@ _TIMEOUT = urllib3.Timeout(connect=DEFAULT_TIMEOUT[0], read=DEFAULT_TIMEOUT[1])
 
 
 AUTH_TTL = 1.0  # seconds the credentials of `auth_settings()` are reused for (see `_headers`)
+_clock = time.monotonic
 _headers_cache: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]] = weakref.WeakKeyDictionary()
 
 
@@ -45,7 +46,7 @@ def _headers(kube: Kube) -> dict[str, str]:
     loaded configuration each time (~90 us of CPU, and /bind makes four calls); the hook refreshes a token
     only once it expired (kubeconfig) or once a minute (in-cluster), so a second's reuse changes nothing
     but that cost."""
-    configuration, now = kube.api.configuration, time.monotonic()
+    configuration, now = kube.api.configuration, _clock()
     cached = _headers_cache.get(configuration)
     if cached is not None and now - cached[0] < AUTH_TTL:
         return cached[1]

@@ -121,7 +121,7 @@ def test_credentials_are_re_read_at_most_every_auth_ttl(kube: Kube, monkeypatch:
 
     kube.api.configuration.refresh_api_key_hook = refresh
     now = [1000.0]
-    monkeypatch.setattr(objects.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(objects, "_clock", lambda: now[0])
     first = objects._headers(kube)
     assert objects._headers(kube) is first and runs == [1]
     assert first["authorization"] == "token-1"
