@@ -13,8 +13,8 @@ The webhook's bodies must also nest at most MAX_DEPTH levels: orjson accepts 102
 a few hundred levels (the pod's copy and JSON Patch on CREATE) exhausts Python's recursion limit, and no
 Kubernetes object nests beyond a few dozen; the extender verbs never recurse into a body, so they skip that
 walk (1-2 ms for 5,000 NodeNames), and so do the webhook's UPDATE and pods/binding reviews, which read
-annotations only (app/routes/webhook.py). `finish_body` reads what a handler left of a body within the cap: Gunicorn
-otherwise drops the kept-alive connection after answering, failing the client's next request on it.
+annotations only (app/routes/webhook.py). `finish_body` reads what a handler left of a body within the cap:
+Gunicorn otherwise drops the kept-alive connection after answering, failing the client's next request on it.
 """
 
 from __future__ import annotations
