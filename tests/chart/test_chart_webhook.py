@@ -100,6 +100,9 @@ def test_the_skipped_bound_pod_keys_are_the_cores_keys_outside_any_allocation(re
     [condition] = webhook(render("default"))["matchConditions"]
     lists = {tuple(json.loads(m)) for m in re.findall(r"k in (\[[^\]]*\])", condition["expression"])}
     assert lists == {tuple(sorted(key.name for key in CORE_KEYS if key.role != ALLOCATION))}
+    # and NVIDIA's to-allocate list only emptied whole (tests/devices/test_registry.py: always allowed)
+    assert "k == 'hami.io/vgpu-devices-to-allocate' && " in condition["expression"]
+    assert ".matches('^;*$')" in condition["expression"]
 
 
 def test_no_match_conditions_without_update_protection(render: Any) -> None:

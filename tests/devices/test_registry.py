@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.core.vendor import CoreMasks, Vendor, core_masks
+from app.core.podkeys import consumed, declared
+from app.core.vendor import ALLOCATION, CoreMasks, Vendor, core_masks
 from app.devices import REGISTRY, DeviceConfigError, build_vendors, disabled_resources
 from app.devices.ascend import CHART_CHIPS
 from app.devices.hygon import Hygon, HygonConfig
@@ -132,3 +133,15 @@ def test_core_masks_are_exactly_the_vendors_the_protocol_matches() -> None:
     masks = core_masks(vendors)
     assert sorted(masks) == sorted(v.key for v in vendors if isinstance(v, CoreMasks))
     assert masks and all(masks[v.key] == v.core_mask for v in vendors if isinstance(v, CoreMasks))
+
+
+def test_nvidias_to_allocate_list_may_be_emptied_whole() -> None:
+    """The webhook's matchCondition lets a trusted user empty every group of a bound pod's
+    `hami.io/vgpu-devices-to-allocate` without a call (issue 20): whatever vendors are enabled, that key's
+    declaration (the first one wins) must allow it. (Not every `*-devices-to-allocate` key does: Moore
+    Threads' is registered but never written, so it may not change at all.)"""
+    vendors = tuple(v for family in REGISTRY for v in family.build(None))
+    for enabled in (vendors, vendors[::-1]):
+        key = declared(enabled)["hami.io/vgpu-devices-to-allocate"]
+        assert key.role == ALLOCATION and key.amend is consumed
+    assert all(consumed(old, ";" * n) for old in ("GPU-0,NVIDIA,1,0:;", "a:;b:;", None) for n in (0, 1, 3))

@@ -1,10 +1,11 @@
 """The webhook's matchConditions skip only calls the webhook would allow (issue 20), on the real API server.
 
 The chart's MutatingWebhookConfiguration tells kube-apiserver, in CEL, which pod UPDATEs and Bindings cannot
-be refused: no annotation changed, a trusted user's update of an unbound pod or of a bound pod's bind phase
-and times only, a Binding without annotations. Everything else still reaches the webhook, which refuses it:
-shown here for an untrusted user's scheduler-owned key (unbound and bound) and for a trusted user changing
-a bound pod's allocation; the skipped ones go through. One control plane start, no kube-scheduler.
+be refused: no annotation changed, a trusted user's update of an unbound pod, or of a bound pod's bind phase
+and times only or emptying its whole NVIDIA to-allocate list, a Binding without annotations. Everything else
+still reaches the webhook, which refuses it: shown here for an untrusted user's scheduler-owned key
+(unbound and bound) and for a trusted user changing a bound pod's allocation or to-allocate list; the
+skipped ones go through. One control plane start, no kube-scheduler.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER
 from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
+TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -55,9 +57,15 @@ def test_only_calls_that_would_be_allowed_are_skipped(real_binaries: object, tmp
                 admin, "p", {"hami.io/vgpu-node": node}
             )
             _annotate(admin, "p", {"example.com/note": "a"})  # no owned key: allowed
-            _annotate(ours, "p", {"hami.io/vgpu-node": node, "hami.io/bind-phase": "allocating"})  # skipped
+            written = {"hami.io/vgpu-node": node, TO_ALLOCATE: "GPU-0,NVIDIA,1000,0:;"}
+            _annotate(ours, "p", {**written, "hami.io/bind-phase": "allocating"})  # skipped
             admin.bind("default", "p", pod["metadata"]["uid"], node)  # no annotations: skipped
 
+            assert "may not change scheduler-owned annotations" in _refused(admin, "p", {TO_ALLOCATE: ";"})
+            assert "the allocation of a bound pod is immutable" in _refused(
+                plugin, "p", {TO_ALLOCATE: "GPU-1,NVIDIA,1000,0:;"}
+            )
+            _annotate(plugin, "p", {TO_ALLOCATE: ";"})  # every group emptied: skipped
             _annotate(plugin, "p", {"hami.io/bind-phase": "success", "hami.io/bind-time": "1"})  # skipped
             assert "may not change scheduler-owned annotations" in _refused(
                 admin, "p", {"hami.io/bind-phase": "failed"}
@@ -73,4 +81,5 @@ def test_only_calls_that_would_be_allowed_are_skipped(real_binaries: object, tmp
             plugin.close()
         annotations = admin.get(pod_path("default", "p"))["metadata"]["annotations"]
         assert annotations["hami.io/vgpu-node"] == node and annotations["hami.io/bind-phase"] == "success"
+        assert annotations[TO_ALLOCATE] == ";"
         assert annotations["example.com/note"] == "a"
