@@ -16,6 +16,8 @@ from app.core.adoption import scheduler_of
 from app.core.bindingrule import BINDING, review_binding
 from app.core.review import AdmissionInput, AdmissionOutcome
 
+NO_QUOTA = quota.build_view({}, {})
+
 
 def settings_for(context: Context) -> AdmissionSettings:
     s = context.settings
@@ -28,6 +30,8 @@ def settings_for(context: Context) -> AdmissionSettings:
 def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:
     if request.sub_resource == BINDING:  # pods/binding: only the annotation rule, no pod, no quota
         return review_binding(request, settings_for(context), context.settings.vendors)
+    if request.operation == "UPDATE":  # only the annotation rule: no quota, no ledger read
+        return admit(request, settings_for(context), context.settings.vendors, NO_QUOTA)
     snapshot = context.refresh()
     namespace = request.namespace or _namespace(request.pod)
     limits = snapshot.quota_limits.get(namespace, {}) if snapshot else {}

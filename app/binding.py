@@ -112,17 +112,17 @@ def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str,
         found = objects.pods_on_node(context.kube, node)
     except ApiError as exc:
         raise Failed(f"could not list the pods on node {node}: {exc.message}", RECHECK) from None
-    settings, now = context.settings, context.clock()
+    now = context.clock()
     uses: dict[str, dict[str, DeviceUse]] = {}
     for other in found:
         try:
             if pods.uid(other) == ref.uid or pods.is_terminated(other):
                 continue
-            entry = entry_for(other, settings.vendors, settings.counted.names, BOUND, now)
+            held = context.pod_uses.of(other, now)  # entry_for's uses, kept per pod version
         except ValueError:  # CodecError, PodError: a corrupt allocation holds nothing (ledger rule)
             continue
-        if entry is not None:
-            uses[entry.uid] = dict(entry.uses)
+        if held is not None:
+            uses[pods.uid(other)] = held
     return uses
 
 

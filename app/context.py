@@ -21,6 +21,7 @@ from app.state.drafacts import DraReader
 from app.state.fastpath import FastPath
 from app.state.inventory import InventoryCache
 from app.state.ledger import Ledger
+from app.state.podentry import PodUses
 from app.state.snapshot import Snapshot
 from app.state.status import ReplicaStatus
 from app.state.usage import UsageView
@@ -40,6 +41,7 @@ class Context:
     fastpath: FastPath = field(default_factory=FastPath)
     _status: tuple[float, ReplicaStatus] | None = field(default=None, repr=False)
     _dra: DraReader | None = field(default=None, repr=False)
+    _pod_uses: PodUses | None = field(default=None, repr=False)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -51,6 +53,13 @@ class Context:
             cached = (now, ReplicaStatus.from_rows(self.ledger.status()))
             self._status = cached
         return cached[1]
+
+    @property
+    def pod_uses(self) -> PodUses:
+        """/bind's re-check: the device uses of the node's pods, kept per pod version (app/state/podentry)."""
+        if self._pod_uses is None:
+            self._pod_uses = PodUses(self.settings.vendors, self.settings.counted.names)
+        return self._pod_uses
 
     def dra(self) -> DraFacts:
         """What the registration worker found of DRA serving our names and nodes (app/state/drafacts.py)."""

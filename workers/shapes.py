@@ -26,7 +26,7 @@ Shape = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}  # dict first: no ABC check
 
 
 def _pick(source: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:

@@ -28,13 +28,13 @@ and is re-exported here).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
+import orjson
 
 from app.core import podkeys, pods
 from app.core.model import QuotaView
@@ -167,26 +167,64 @@ def _create(
         return denied("pod has no containers")
 
     # Before the skip rule: a pod naming another scheduler must not keep a forged allocation (HAMi #3041).
-    base = copy.deepcopy(original)
+    base = _copy(original)
     annotations = (base.get("metadata") or {}).get("annotations") or {}
     keys = podkeys.declared(vendors)
     stripped = tuple(key for key in annotations if podkeys.owned(key, keys))
     for key in stripped:
         del annotations[key]
 
-    pod = copy.deepcopy(base)
+    pod = _copy(base)
     # The API server sets the object's namespace from the request's before admission; HAMi reads the pod's.
     namespace = request.namespace or pods.metadata(pod).get("namespace") or "default"
     verdict = dataclasses.replace(_decide(pod, settings, vendors, quota, namespace), stripped=stripped)
     if not verdict.allowed:
         return verdict
     removals = [{"op": "remove", "path": _pointer("metadata", "annotations", key)} for key in stripped]
-    patch = (*removals, *jsonpatch.make_patch(base, pod).patch)
+    patch = (*removals, *jsonpatch.make_patch(*_differing(base, pod)).patch)
     warnings = tuple(f"annotation {key} removed: only the GPU scheduler may set it" for key in stripped)
     refused = pods.disabled_request(pod, settings.disabled_resources)
     if refused is not None:  # not ours to place: HAMi admits it silently
         warnings = (*warnings, f"{refused}; this scheduler will not place it")
     return dataclasses.replace(verdict, patch=patch, warnings=warnings, pod=pod)
+
+
+def _copy(pod: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of JSON data (what orjson parsed), about ten times cheaper than `copy.deepcopy`."""
+    copied: dict[str, Any] = orjson.loads(orjson.dumps(pod))
+    return copied
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON, types included (1, 1.0 and true differ, as jsonpatch compares leaves)."""
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except orjson.JSONEncodeError:
+        return False
+
+
+def _differing(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`old` and `new` without the members equal in both, nested objects trimmed the same way: jsonpatch
+    makes the same operations at the same paths from them (an equal member makes none), without walking
+    what the mutation left alone (managedFields, status, unchanged containers): `make_patch` of a whole
+    pod was most of the webhook's CPU."""
+    trimmed_old: dict[str, Any] = {}
+    trimmed_new: dict[str, Any] = {}
+    for key, value in old.items():
+        if key not in new:
+            trimmed_old[key] = value
+            continue
+        other = new[key]
+        if isinstance(value, dict) and isinstance(other, dict):
+            inner_old, inner_new = _differing(value, other)
+            if inner_old or inner_new:
+                trimmed_old[key], trimmed_new[key] = inner_old, inner_new
+        elif not _same(value, other):
+            trimmed_old[key], trimmed_new[key] = value, other
+    for key, value in new.items():
+        if key not in old:
+            trimmed_new[key] = value
+    return trimmed_old, trimmed_new
 
 
 def _skip(scheduler: str, settings: AdmissionSettings) -> bool:

@@ -19,6 +19,8 @@ class PodError(ValueError):
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if type(value) is dict:  # what JSON decodes to: skips the abstract-class check, the costly part
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):

@@ -367,8 +367,15 @@ class CoreMasks(Protocol):
 
 
 def core_masks(vendors: Sequence[Vendor]) -> dict[str, Callable[[ContainerDevice], int]]:
-    """Vendor key -> its `core_mask`, for the vendors that record core bitmasks."""
-    return {vendor.key: vendor.core_mask for vendor in vendors if isinstance(vendor, CoreMasks)}
+    """Vendor key -> its `core_mask`, for the vendors that record core bitmasks (those `CoreMasks` matches:
+    the attribute present and not None, which is what the protocol's isinstance checks, at a fraction of
+    its cost: this runs for every reservation written and every pod event the worker decodes)."""
+    masks: dict[str, Callable[[ContainerDevice], int]] = {}
+    for vendor in vendors:
+        mask = getattr(vendor, "core_mask", None)
+        if mask is not None:
+            masks[vendor.key] = mask
+    return masks
 
 
 def node_locks(vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:

@@ -18,7 +18,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from app.k8s.client import DEFAULT_TIMEOUT, Kube
+from app.k8s import objects
+from app.k8s.client import Kube
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +136,4 @@ class EventRecorder:
             "reportingComponent": self._component,
             "reportingInstance": self._instance,
         }
-        core: Any = self._kube.core
-        response = core.create_namespaced_event(
-            event.pod.namespace, body, _preload_content=False, _request_timeout=DEFAULT_TIMEOUT
-        )
-        response.drain_conn()  # an unread body left in a pooled connection garbles the next answer on it
-        response.release_conn()
+        objects.create_event(self._kube, event.pod.namespace, body)

@@ -10,10 +10,11 @@ before it is parsed: parsing is what costs memory (a 16 MiB body of nested empty
 from 83 to 872 MiB), and no Kubernetes object comes near that count.
 
 The webhook's bodies must also nest at most MAX_DEPTH levels: orjson accepts 1024, but copying and diffing
-a few hundred levels (its deepcopy and JSON Patch) exhausts Python's recursion limit, and no Kubernetes
-object nests beyond a few dozen; the extender verbs never recurse into a body, so they skip that walk (1-2
-ms for 5,000 NodeNames). `finish_body` reads what a handler left of a body within the cap: Gunicorn
-otherwise drops the kept-alive connection after answering, failing the client's next request on it.
+a few hundred levels (the pod's copy and JSON Patch on CREATE) exhausts Python's recursion limit, and no
+Kubernetes object nests beyond a few dozen; the extender verbs never recurse into a body, so they skip that
+walk (1-2 ms for 5,000 NodeNames), and so do the webhook's UPDATE and pods/binding reviews, which read
+annotations only (app/routes/webhook.py). `finish_body` reads what a handler left of a body within the cap:
+Gunicorn otherwise drops the kept-alive connection after answering, failing the client's next request on it.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ from flask import Blueprint, Response, request
 
 from app import decisions
 from app.admission import review
+from app.core.bindingrule import BINDING
 from app.core.review import V1, ReviewError, errored, parse_review, review_response
 from app.metrics import WEBHOOK_RESULTS, WEBHOOK_SECONDS
-from app.routes.common import MAX_DEPTH, BodyError, context, json_body, json_response
+from app.routes.common import MAX_DEPTH, BodyError, context, json_body, json_response, nested_deeper
 
 logger = logging.getLogger(__name__)
 blueprint = Blueprint("webhook", __name__)
@@ -26,6 +27,16 @@ def _bad_request(message: str, api_version: str = V1, uid: str = "") -> Response
     return json_response(review_response(errored(400, message), uid, api_version))
 
 
+def _copied(body: object) -> bool:
+    """Does the review reach the path that copies and diffs the pod (recursively)? Every body but a
+    well-formed UPDATE or pods/binding request, which read annotations only: their (larger: old and new
+    pod) bodies are not walked for the nesting limit (app/routes/common.py)."""
+    review = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(review, dict):
+        return True
+    return review.get("operation") != "UPDATE" and review.get("subResource") != BINDING
+
+
 @blueprint.post("/webhook")
 def webhook() -> Response:
     started = time.perf_counter()
@@ -34,7 +45,9 @@ def webhook() -> Response:
     if content_type != "application/json":
         return _bad_request(f"contentType={request.content_type}, expected application/json")
     try:
-        body = json_body(ctx.settings.http.body_cap(request.path), MAX_DEPTH)
+        body = json_body(ctx.settings.http.body_cap(request.path))
+        if _copied(body) and nested_deeper(body, MAX_DEPTH):
+            raise BodyError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels")
         admission = parse_review(body)
     except BodyError as exc:
         return _bad_request("request body is empty" if exc.missing else exc.message)

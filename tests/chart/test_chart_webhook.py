@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
+import re
 from typing import Any
 
 import pytest
 from cryptography import x509
+
+from app.core.podkeys import CORE_KEYS
+from app.core.vendor import ALLOCATION
 
 
 def webhook(manifests: Any) -> dict[str, Any]:
@@ -66,6 +71,42 @@ def test_rules(render: Any, overrides: dict[str, bool], rules: list[tuple[str, l
         assert rule["apiGroups"] == [""]
         assert rule["apiVersions"] == ["v1"]
         assert rule["scope"] == "Namespaced"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({}, id="default"),
+        pytest.param({"webhook.trustedUsers": ["system:serviceaccount:ops:auditor"]}, id="extra-user"),
+        pytest.param({"webhook.devicePluginServiceAccount.name": ""}, id="no-device-plugin"),
+    ],
+)
+def test_calls_that_cannot_be_refused_are_skipped_for_the_trusted_users(
+    render: Any, overrides: dict[str, object]
+) -> None:
+    """The matchCondition names exactly the users the webhook process trusts (issue 20): a trusted user's
+    update of an unbound pod is then skipped by the API server only where the webhook would allow it."""
+    manifests = render("default", overrides)
+    [condition] = webhook(manifests)["matchConditions"]
+    trusted = manifests.env("webhook")["HAMI_WEBHOOK_TRUSTED_USERS"].split(",")
+    listed = re.search(r"request\.userInfo\.username in (\[[^\]]*\])", condition["expression"])
+    assert listed is not None and json.loads(listed.group(1)) == trusted
+    assert condition["expression"].startswith("request.kind.kind == 'Binding'")
+
+
+def test_the_skipped_bound_pod_keys_are_the_cores_keys_outside_any_allocation(render: Any) -> None:
+    """A trusted user's update of a bound pod is skipped only when it changes these keys alone: the core
+    declares them first (no vendor can redeclare them), none with the role ALLOCATION."""
+    [condition] = webhook(render("default"))["matchConditions"]
+    lists = {tuple(json.loads(m)) for m in re.findall(r"k in (\[[^\]]*\])", condition["expression"])}
+    assert lists == {tuple(sorted(key.name for key in CORE_KEYS if key.role != ALLOCATION))}
+    # and NVIDIA's to-allocate list only emptied whole (tests/devices/test_registry.py: always allowed)
+    assert "k == 'hami.io/vgpu-devices-to-allocate' && " in condition["expression"]
+    assert ".matches('^;*$')" in condition["expression"]
+
+
+def test_no_match_conditions_without_update_protection(render: Any) -> None:
+    assert "matchConditions" not in webhook(render("default", {"webhook.protectAnnotationsOnUpdate": False}))
 
 
 def test_ha_example_protects_updates(render: Any) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.core.vendor import Vendor
+from app.core.podkeys import consumed, declared
+from app.core.vendor import ALLOCATION, CoreMasks, Vendor, core_masks
 from app.devices import REGISTRY, DeviceConfigError, build_vendors, disabled_resources
 from app.devices.ascend import CHART_CHIPS
 from app.devices.hygon import Hygon, HygonConfig
@@ -124,3 +125,23 @@ def test_disabled_resources_name_the_family_and_the_switch() -> None:
         disabled["huawei.com/Ascend910B3-memory"]
         == "Huawei Ascend is not enabled (device config: HAMI_ENABLE_ASCEND)"
     )
+
+
+def test_core_masks_are_exactly_the_vendors_the_protocol_matches() -> None:
+    """`core_masks` reads the attribute instead of the protocol's slow isinstance (issue 20): the same set."""
+    vendors = tuple(v for family in REGISTRY for v in family.build(None))
+    masks = core_masks(vendors)
+    assert sorted(masks) == sorted(v.key for v in vendors if isinstance(v, CoreMasks))
+    assert masks and all(masks[v.key] == v.core_mask for v in vendors if isinstance(v, CoreMasks))
+
+
+def test_nvidias_to_allocate_list_may_be_emptied_whole() -> None:
+    """The webhook's matchCondition lets a trusted user empty every group of a bound pod's
+    `hami.io/vgpu-devices-to-allocate` without a call (issue 20): whatever vendors are enabled, that key's
+    declaration (the first one wins) must allow it. (Not every `*-devices-to-allocate` key does: Moore
+    Threads' is registered but never written, so it may not change at all.)"""
+    vendors = tuple(v for family in REGISTRY for v in family.build(None))
+    for enabled in (vendors, vendors[::-1]):
+        key = declared(enabled)["hami.io/vgpu-devices-to-allocate"]
+        assert key.role == ALLOCATION and key.amend is consumed
+    assert all(consumed(old, ";" * n) for old in ("GPU-0,NVIDIA,1,0:;", "a:;b:;", None) for n in (0, 1, 3))

@@ -91,3 +91,39 @@ def test_each_process_says_who_it_is_in_its_user_agent(sim: EmulatorHandle) -> N
         named.close()
     assert direct.value.status == 503 and generated.value.status == 503
     assert sim.faults()["rules"][0]["fired"] == 2
+
+
+def test_the_pods_on_a_node_are_listed_in_pages(sim: EmulatorHandle, kube: Kube) -> None:
+    """/bind's re-check LIST goes through the raw call (issue 20): every page, only the node's pods."""
+    sim.seed([pod(f"on-{i}", node_name="n1") for i in range(3)] + [pod("elsewhere", node_name="n2")])
+    found = objects.pods_on_node(kube, "n1", page_size=2)
+    assert sorted(p["metadata"]["name"] for p in found) == ["on-0", "on-1", "on-2"]
+    lists = [r for r in sim.requests() if r["method"] == "GET" and r["path"] == "/api/v1/pods"]
+    assert len(lists) == 2
+
+
+def test_an_event_is_posted_in_the_pods_namespace(sim: EmulatorHandle, kube: Kube) -> None:
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "p1.", "namespace": "default"}}
+    event |= {"involvedObject": {"kind": "Pod", "name": "p1", "namespace": "default"}, "reason": "R"}
+    objects.create_event(kube, "default", event)
+    posted = [e for e in sim.list("events", namespace="default") if e.get("reason") == "R"]
+    assert len(posted) == 1 and posted[0]["metadata"]["name"].startswith("p1.")
+
+
+def test_credentials_are_re_read_at_most_every_auth_ttl(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's token-refresh hook runs at most once per AUTH_TTL and client (it re-applies the whole
+    kubeconfig each time: issue 20); its token is what the requests carry."""
+    runs: list[int] = []
+
+    def refresh(configuration: object) -> None:
+        runs.append(1)
+        kube.api.configuration.api_key["BearerToken"] = f"token-{len(runs)}"
+
+    kube.api.configuration.refresh_api_key_hook = refresh
+    now = [1000.0]
+    monkeypatch.setattr(objects, "_clock", lambda: now[0])
+    first = objects._headers(kube)
+    assert objects._headers(kube) is first and runs == [1]
+    assert first["authorization"] == "token-1"
+    now[0] += objects.AUTH_TTL
+    assert objects._headers(kube)["authorization"] == "token-2" and runs == [1, 1]

@@ -60,6 +60,30 @@ def test_a_deep_review_is_invalid_json_with_a_message(body: bytes, client: Flask
     assert message == f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
 
 
+def update_with(obj: bytes, sub_resource: str = "") -> bytes:
+    """An UPDATE (or, with `sub_resource` binding, a CREATE of pods/binding) whose object carries `obj`."""
+    head = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"'
+    if sub_resource:
+        binding = b'{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p"},"target":{"x":' + obj + b"}}"
+        return head + b'CREATE","subResource":"' + sub_resource.encode() + b'","object":' + binding + b"}}"
+    pod = b'{"kind":"Pod","metadata":{"name":"p"},"spec":{"x":' + obj + b"}}"
+    return head + b'UPDATE","object":' + pod + b',"oldObject":' + pod + b"}}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [update_with(bomb(900)), update_with(bomb(900, b'{"a":', b"}"), "binding")],
+    ids=["update-900", "binding-900"],
+)
+def test_a_deep_update_is_answered_on_its_annotations(body: bytes, client: FlaskClient) -> None:
+    """UPDATE and pods/binding read annotations only (nothing copies or diffs the pod), so their larger
+    bodies are not walked for the nesting limit (issue 20): the rule's answer, here allowed."""
+    reply = client.post("/webhook", data=body, content_type="application/json")
+    assert reply.status_code == 200
+    response = orjson.loads(reply.data)["response"]
+    assert response["allowed"] is True and "patch" not in response
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [
