@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from sim.cluster.harness import ClusterOptions, running_cluster
+from sim.cluster.harness import running_cluster
+from sim.cluster.spec import ClusterSpec
 from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER
 from sim.kit.kube import Kube, KubeError, pod_path
 
@@ -44,8 +45,8 @@ def _refused(kube: Kube, name: str, annotations: dict[str, str | None]) -> str:
 
 
 def test_only_calls_that_would_be_allowed_are_skipped(real_binaries: object, tmp_path: Path) -> None:
-    options = ClusterOptions(nodes=1, gpus_per_node=1, zones=1, scheduler=False)
-    with running_cluster(tmp_path / "run", "real", options) as stack:
+    options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=1, zones=1, scheduler=False)
+    with running_cluster(tmp_path / "run", options) as stack:
         admin, control_plane = stack.kube, stack.control_plane
         assert admin is not None and control_plane is not None
         node = admin.list("/api/v1/nodes")[1][0]["metadata"]["name"]
