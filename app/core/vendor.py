@@ -31,7 +31,7 @@ depends on this module and never the other way round. docs/vendors.md explains h
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, runtime_checkable
@@ -366,9 +366,15 @@ class CoreMasks(Protocol):
         """The core bits the allocated `device` takes."""
 
 
+@functools.lru_cache(maxsize=64)
+def _core_mask(vendor: Hashable) -> Callable[[ContainerDevice], int] | None:
+    return vendor.core_mask if isinstance(vendor, CoreMasks) else None  # cached: the Protocol check is slow
+
+
 def core_masks(vendors: Sequence[Vendor]) -> dict[str, Callable[[ContainerDevice], int]]:
     """Vendor key -> its `core_mask`, for the vendors that record core bitmasks."""
-    return {vendor.key: vendor.core_mask for vendor in vendors if isinstance(vendor, CoreMasks)}
+    masks = {vendor.key: _core_mask(cast(Hashable, vendor)) for vendor in vendors}
+    return {key: mask for key, mask in masks.items() if mask is not None}
 
 
 def node_locks(vendors: Sequence[Vendor]) -> tuple[LockSpec, ...]:

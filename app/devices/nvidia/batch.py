@@ -14,6 +14,7 @@ tests/devices/test_nvidia_batch.py compares both on random devices.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 import numpy as np
 
@@ -37,6 +38,8 @@ REASONS: tuple[str, ...] = (
     r.CARD_COMPUTE_UNITS_EXHAUSTED,
 )
 _CODE = {key: code for code, key in enumerate(REASONS) if key}
+# every annotation `classify` reads (through type_allowed, mode_allowed and uuid_allowed)
+ANNOTATION_KEYS = (keys.USE_TYPE, keys.NOUSE_TYPE, keys.USE_UUID, keys.NOUSE_UUID, keys.VGPU_MODE)
 
 
 def _fail(codes: Codes, failed: Bools, key: str) -> None:
@@ -59,6 +62,22 @@ def _uuid_ok(columns: DeviceColumns, annotations: Mapping[str, str]) -> Bools:
     return np.fromiter((uuid_allowed(annotations, i) for i in flat), bool, len(flat)).reshape(ids.shape)
 
 
+@lru_cache(maxsize=256)
+def _selection(
+    use: str | None, nouse: str | None, mode: str | None, types: tuple[str, ...], modes: tuple[str, ...]
+) -> tuple[Bools, Bools]:
+    """Which card types and modes the pod's selection annotations allow (per code; pods share them)."""
+    annotations = {
+        k: v
+        for k, v in ((keys.USE_TYPE, use), (keys.NOUSE_TYPE, nouse), (keys.VGPU_MODE, mode))
+        if v is not None
+    }
+    type_ok = np.array([type_allowed(annotations, t) for t in types], bool)
+    mode_ok = np.array([mode_allowed(annotations, m) for m in modes], bool)
+    type_ok.flags.writeable = mode_ok.flags.writeable = False  # shared by every caller
+    return type_ok, mode_ok
+
+
 def classify(
     columns: DeviceColumns, request: DeviceRequest, annotations: Mapping[str, str], policy: str
 ) -> Classified:
@@ -68,8 +87,13 @@ def classify(
     if request.type != keys.VENDOR:
         _fail(codes, columns.present, r.CARD_TYPE_MISMATCH)
     else:
-        type_ok = np.array([type_allowed(annotations, t) for t in columns.types], bool)
-        mode_ok = np.array([mode_allowed(annotations, m) for m in columns.modes], bool)
+        type_ok, mode_ok = _selection(
+            annotations.get(keys.USE_TYPE),
+            annotations.get(keys.NOUSE_TYPE),
+            annotations.get(keys.VGPU_MODE),
+            tuple(columns.types),
+            tuple(columns.modes),
+        )
         _fail(codes, ~(type_ok[columns.type_code] & mode_ok[columns.mode_code]), r.CARD_TYPE_MISMATCH)
     if annotations.get(keys.USE_UUID) or annotations.get(keys.NOUSE_UUID):
         _fail(codes, ~_uuid_ok(columns, annotations), r.CARD_UUID_MISMATCH)
