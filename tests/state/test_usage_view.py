@@ -31,7 +31,7 @@ def test_touched_since_names_every_node_changed_after_the_mark(batches: list[set
                 for _, touched in marks:
                     touched |= nodes
             for mark, touched in marks:
-                assert view.touched_since(mark) == touched
+                assert view.touched_since(mark) == frozenset(touched)
             assert view.touched_since(view.changes) == frozenset()
         finally:
             ledger.close()
