@@ -79,13 +79,13 @@ def _read(batch: BatchFit, annotations: Mapping[str, str]) -> dict[str, str]:
 def shape(ctx: PodContext, vendors: Mapping[str, Vendor]) -> Hashable:
     """Everything `Screen(...).may_fit` reads from the pod: equal shapes, equal verdicts on a node (pods
     of a batch share one, whatever else their annotations say)."""
-    read = {}
-    for step in steps(ctx.requests):
+    read, every = {}, steps(ctx.requests)
+    for step in every:
         batch = _batch_fit(cast(Hashable, vendors.get(step.request.type)))
         if batch is not None:
             read.update(_read(batch, ctx.annotations))
     return (
-        tuple((s.key, s.request, s.pristine) for s in steps(ctx.requests)),
+        tuple((s.key, s.request, s.pristine) for s in every),
         ctx.gpu_policy,
         tuple(sorted(read.items())),
     )

@@ -7,7 +7,7 @@ on the slices chosen so far), each check reads only the device and the request, 
 of every device can be computed with array operations in the same order: that is this module. A `mig`-mode
 device that passes checks 1-12 is classified as passing; the fast path evaluates nodes with such devices
 fully (`DeviceColumns.mig`). Keep it in step with `fit.py`:
-the order of the `_fail` calls below is the order of the checks there, and
+the order of `checks` below is the order of the checks there, and
 tests/devices/test_nvidia_batch.py compares both on random devices.
 """
 
@@ -42,9 +42,13 @@ _CODE = {key: code for code, key in enumerate(REASONS) if key}
 ANNOTATION_KEYS = (keys.USE_TYPE, keys.NOUSE_TYPE, keys.USE_UUID, keys.NOUSE_UUID, keys.VGPU_MODE)
 
 
-def _fail(codes: Codes, failed: Bools, key: str) -> None:
-    """Devices that passed every earlier check and fail this one get its code."""
-    np.copyto(codes, _CODE[key], where=failed & (codes == 0))
+def _first_failures(shape: tuple[int, ...], checks: list[tuple[Bools, str]]) -> Codes:
+    """Per device, the code of the first of `checks` (failed mask, reason key; in `fit`'s order) that it
+    fails, 0 when none: written from the last check to the first, so the earliest failure stays."""
+    codes = np.zeros(shape, np.int8)
+    for failed, key in reversed(checks):
+        codes[failed] = _CODE[key]
+    return codes
 
 
 def memory_request(columns: DeviceColumns, request: DeviceRequest) -> Ints:
@@ -81,11 +85,9 @@ def _selection(
 def classify(
     columns: DeviceColumns, request: DeviceRequest, annotations: Mapping[str, str], policy: str
 ) -> Classified:
-    codes = np.zeros(columns.present.shape, np.int8)
-    _fail(codes, ~columns.health, r.CARD_NOT_HEALTH)
-    _fail(codes, columns.cordoned, r.CARD_CORDONED)
+    checks = [(~columns.health, r.CARD_NOT_HEALTH), (columns.cordoned, r.CARD_CORDONED)]
     if request.type != keys.VENDOR:
-        _fail(codes, columns.present, r.CARD_TYPE_MISMATCH)
+        checks.append((columns.present, r.CARD_TYPE_MISMATCH))
     else:
         type_ok, mode_ok = _selection(
             annotations.get(keys.USE_TYPE),
@@ -94,19 +96,21 @@ def classify(
             tuple(columns.types),
             tuple(columns.modes),
         )
-        _fail(codes, ~(type_ok[columns.type_code] & mode_ok[columns.mode_code]), r.CARD_TYPE_MISMATCH)
+        checks.append((~(type_ok[columns.type_code] & mode_ok[columns.mode_code]), r.CARD_TYPE_MISMATCH))
     if annotations.get(keys.USE_UUID) or annotations.get(keys.NOUSE_UUID):
-        _fail(codes, ~_uuid_ok(columns, annotations), r.CARD_UUID_MISMATCH)
-    _fail(codes, columns.count <= columns.used, r.CARD_TIME_SLICING_EXHAUSTED)
+        checks.append((~_uuid_ok(columns, annotations), r.CARD_UUID_MISMATCH))
+    checks.append((columns.count <= columns.used, r.CARD_TIME_SLICING_EXHAUSTED))
     if policy_contains(policy, MUTEX):
-        _fail(codes, columns.used > 0, r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT)
+        checks.append((columns.used > 0, r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT))
     cores = min(request.coresreq, 100)
     memreq = memory_request(columns, request)
-    _fail(codes, columns.totalmem - columns.usedmem < memreq, r.CARD_INSUFFICIENT_MEMORY)
-    _fail(codes, columns.totalcore - columns.usedcores < cores, r.CARD_INSUFFICIENT_CORE)
+    checks.append((columns.totalmem - columns.usedmem < memreq, r.CARD_INSUFFICIENT_MEMORY))
+    checks.append((columns.totalcore - columns.usedcores < cores, r.CARD_INSUFFICIENT_CORE))
     if cores == 100:
-        _fail(codes, (columns.totalcore == 100) & (columns.used > 0), r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT)
+        whole = (columns.totalcore == 100) & (columns.used > 0)
+        checks.append((whole, r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT))
     if cores == 0:
         exhausted = (columns.totalcore != 0) & (columns.usedcores == columns.totalcore)
-        _fail(codes, exhausted, r.CARD_COMPUTE_UNITS_EXHAUSTED)
+        checks.append((exhausted, r.CARD_COMPUTE_UNITS_EXHAUSTED))
+    codes = _first_failures(columns.present.shape, checks)
     return Classified(codes, memreq)
