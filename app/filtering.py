@@ -136,7 +136,7 @@ def _assume(
     placed: list[PodDevices] = []
     limits = snapshot.quota_limits.get(ctx.namespace, {})
 
-    def check(node_uses: list[dict[str, DeviceUse]], quota_used: dict[str, int]) -> Entry | None:
+    def check(node_uses: list[Mapping[str, DeviceUse]], quota_used: dict[str, int]) -> Entry | None:
         use = sum_uses(node_uses)
         verdict = winner
         view = quota.build_view({ctx.namespace: limits}, {ctx.namespace: quota_used})
