@@ -126,8 +126,9 @@ def _assume(
     """Re-check the chosen node against committed reservations and reserve, atomically.
 
     Only the chosen node is evaluated again, and not even that when the committed usage is exactly the
-    usage the decision saw and the namespace has no quota limits: the verdict would be the same. The
-    namespace's quota usage is summed only when the namespace has limits.
+    usage the decision saw and the namespace has no quota limits or its committed quota usage is the one
+    the decision saw (the same `evaluate_node` inputs): the verdict would be the same. The namespace's quota
+    usage is summed only when the namespace has limits.
     """
     winner = choice.winner
     assert winner is not None and winner.devices is not None
@@ -135,11 +136,11 @@ def _assume(
     placed: list[PodDevices] = []
     limits = snapshot.quota_limits.get(ctx.namespace, {})
 
-    def check(node_uses: list[dict[str, DeviceUse]], quota_used: dict[str, int]) -> Entry | None:
+    def check(node_uses: list[Mapping[str, DeviceUse]], quota_used: dict[str, int]) -> Entry | None:
         use = sum_uses(node_uses)
         verdict = winner
-        if limits or not same_use(use, choice.use):
-            view = quota.build_view({ctx.namespace: limits}, {ctx.namespace: quota_used})
+        view = quota.build_view({ctx.namespace: limits}, {ctx.namespace: quota_used})
+        if (limits and view != ctx.quota) or not same_use(use, choice.use):
             fresh = dataclasses.replace(ctx, quota=view)
             verdict = evaluate_node(node, use, fresh, {v.key: v for v in context.settings.vendors})
         if not verdict.fits or verdict.devices is None:

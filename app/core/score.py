@@ -17,11 +17,13 @@ from app.core.model import PERCENT_UNSET, ContainerRequests, DeviceUsage
 WEIGHT = 10  # HAMi util.Weight
 
 _F32 = struct.Struct("<f")
+_PACK, _UNPACK = _F32.pack, _F32.unpack  # bound once: f32 runs ~200 times per node evaluated
 
 
 def f32(value: float) -> float:
     """Round to the nearest float32, as Go does after every float32 operation."""
-    return float(_F32.unpack(_F32.pack(value))[0])
+    rounded: float = _UNPACK(_PACK(value))[0]
+    return rounded
 
 
 def i32(value: int) -> int:

@@ -102,6 +102,11 @@ class BatchFit(Protocol):
     def reasons(self) -> Sequence[str]:
         """Reason key per code (index 0, "passes", is unused)."""
 
+    @property
+    def annotation_keys(self) -> Sequence[str]:
+        """The pod annotations `classify` reads; it is only ever given these (the fast path remembers a
+        classification per pod shape, and other annotations must not split shapes)."""
+
     def classify(
         self, columns: DeviceColumns, request: DeviceRequest, annotations: Mapping[str, str], policy: str
     ) -> Classified:

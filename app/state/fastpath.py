@@ -15,6 +15,8 @@ annotations are identical. What makes that cheap:
 - Before evaluating a node fully, the screening (`Screen`, vectorised over the candidates) rejects nodes
   that cannot fit, with a test that never rejects a node `evaluate_node` would accept
   (`app.core.prefilter`); in a busy cluster it is what skips the full nodes that binpack ranks first.
+  Its verdicts are remembered per pod shape and node state (`app.state.mayfit`): nodes known not to fit
+  are left out of the ranking altogether, and only rows that changed since are screened again.
 - When a requested vendor scores nodes from the allocation (Ascend's network topology), the winner cannot
   be known before every node that may fit is evaluated: then they all are, and ranked as `decide` ranks.
 - When nothing fits, `FailedNodes` must hold every candidate's reason: the screening states most of them
@@ -40,7 +42,8 @@ from app.core.policy import node_score_sign
 from app.core.vendor import Vendor
 from app.devices.batch import Bools, Ints
 from app.state.columns import NodeTable, with_row_usage
-from app.state.screen import Screen
+from app.state.mayfit import MayFit, Verdicts
+from app.state.screen import Screen, shape
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
@@ -93,6 +96,8 @@ class FastPath:
         self._names: list[str] = []
         self._rows: Ints = np.zeros(0, np.int64)
         self._rows_for: Snapshot | None = None
+        self._shapes = MayFit()
+        self._shapes_for: tuple[Vendor, ...] = ()
 
     def choose(
         self,
@@ -136,13 +141,26 @@ class FastPath:
             self._names, self._rows_for = list(candidates), table.snapshot
         return self._rows
 
+    def verdicts(self, ctx: PodContext, vendors: Sequence[Vendor], by_key: Mapping[str, Vendor]) -> Verdicts:
+        """The remembered screening verdicts of the pod's shape (all forgotten when the vendors change)."""
+        if len(vendors) != len(self._shapes_for) or any(
+            a is not b for a, b in zip(vendors, self._shapes_for, strict=False)
+        ):
+            self._shapes.clear()
+            self._shapes_for = tuple(vendors)
+        return self._shapes.verdicts(shape(ctx, by_key), len(self._table.names))
+
     def memo(self, key: Hashable) -> dict[int, str]:
         """Failure reasons by node state stamp for one pod signature (stale stamps are dropped wholesale
-        once there are more entries than nodes, so memory stays bounded by signatures x nodes)."""
+        once there are more entries than nodes, so memory stays bounded by signatures x nodes). A new one
+        is only kept once a reason is remembered in it (`keep`): most decisions remember none."""
         found = self._memo.get(key)
         if found is None or len(found) > len(self._table.names):
-            found = self._memo[key] = {}
+            return {}
         return found
+
+    def keep(self, key: Hashable, memo: dict[int, str]) -> None:
+        self._memo[key] = memo
 
     @property
     def table(self) -> NodeTable:
@@ -202,7 +220,9 @@ class _Decision:
         self.table = table = fast.table
         self.by_key = {v.key: v for v in vendors}
         self.rows = fast.rows(candidates)
-        self.memo = fast.memo(signature(ctx, vendors))
+        self.fast, self.signature = fast, signature(ctx, vendors)
+        self.memo = fast.memo(self.signature)
+        self.verdicts = fast.verdicts(ctx, vendors, self.by_key)
         columns, self.score = table.columns, table.score
         assert columns is not None
         self.own_row = table.index.get(own_node, -1) if own_node else -1
@@ -229,6 +249,8 @@ class _Decision:
         verdict = evaluate_node(self.table.nodes[row], self._use(row), self.ctx, self.by_key)
         if verdict.fits or stamp < 0:
             return verdict if verdict.fits else verdict.reason
+        if not self.memo:
+            self.fast.keep(self.signature, self.memo)
         self.memo[stamp] = reason = sys.intern(verdict.reason)  # nodes share a handful of texts
         return reason
 
@@ -239,17 +261,20 @@ class _Decision:
         positions = np.flatnonzero(self.rows >= 0)
         rows = self.rows[positions]
         keys = self.score[rows] * node_score_sign(self.ctx.node_policy)
-        offset = 0
-        for chunk in ranked_chunks(keys, positions, self.first_screen):
-            chunk_rows = rows[chunk]
-            if len(chunk) * 4 < len(self.table.names):
-                may_fit = self._screen(chunk_rows).may_fit
-            else:
-                may_fit = self._full_screen().may_fit[chunk_rows]
-            found = self._first_fit(chunk_rows, may_fit, offset)
-            if found is not None:
-                return found
-            offset += len(chunk)
+        unfit = self.verdicts.known_unfit(rows, self.table.stamp)
+        if self.own_row >= 0:
+            unfit &= rows != self.own_row  # seen with its own reservation subtracted: screened apart
+        live = np.flatnonzero(~unfit)
+        for chunk in ranked_chunks(keys[live], positions[live], self.first_screen):
+            ranked = live[chunk]
+            chunk_rows = rows[ranked]
+            for index in np.flatnonzero(self._may_fit(chunk_rows)).tolist():
+                row = int(chunk_rows[index])
+                outcome = self._evaluate(row)
+                if isinstance(outcome, NodeVerdict):
+                    at = ranked[index]
+                    ahead = (keys > keys[at]) | ((keys == keys[at]) & (positions > positions[at]))
+                    return Choice(outcome, {}, int(np.count_nonzero(ahead)), self._use(row))
         return Choice(None, self._failed())
 
     def _run_all(self) -> Choice:
@@ -267,22 +292,35 @@ class _Decision:
         winner = rank(fits, self.ctx.node_policy)[-1]
         return Choice(winner, {}, 0, self._use(self.table.index[winner.node]))
 
-    def _screen(self, rows: Ints) -> Screen:
-        return Screen(self.columns.take(rows), self.ctx, self.by_key, self.table.max_devices)
+    def _may_fit(self, rows: Ints) -> Bools:
+        """Screening's verdict on `rows` (table rows), from the shape's remembered verdicts where the row
+        has not changed since; the row seen with this pod's own reservation subtracted is screened apart."""
+        table = self.table
+        columns = table.columns
+        assert columns is not None
+
+        def screen(which: Ints | None) -> Bools:
+            if which is not None:
+                return Screen(columns.take(which), self.ctx, self.by_key, table.max_devices).may_fit
+            full = Screen(columns, self.ctx, self.by_key, table.max_devices)
+            if self.own_row < 0:
+                self._full = full  # the same columns: FailedNodes may reuse it
+            return full.may_fit
+
+        may_fit = self.verdicts.refresh(rows, table.stamp, screen)
+        if self.own_row >= 0:
+            own = rows == self.own_row
+            if own.any():
+                mine = Screen(
+                    self.columns.take(np.array([self.own_row])), self.ctx, self.by_key, table.max_devices
+                )
+                may_fit[own] = mine.may_fit[0]
+        return may_fit
 
     def _full_screen(self) -> Screen:
         if self._full is None:
             self._full = Screen(self.columns, self.ctx, self.by_key, self.table.max_devices)
         return self._full
-
-    def _first_fit(self, ranked: Ints, may_fit: Bools, offset: int) -> Choice | None:
-        """The first of `ranked` (table rows in winner order) that passed screening and fits, if any."""
-        for index in np.flatnonzero(may_fit).tolist():
-            row = int(ranked[index])
-            outcome = self._evaluate(row)
-            if isinstance(outcome, NodeVerdict):
-                return Choice(outcome, {}, offset + index, self._use(row))
-        return None
 
     def _failed(self) -> dict[str, str]:
         """Every candidate's reason, in NodeNames order, as `decide` reports them."""

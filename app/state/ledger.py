@@ -34,7 +34,7 @@ import orjson
 
 from app.core.model import DeviceUse
 from app.state.ledgerdb import LedgerConnection
-from app.state.usecodec import decode_uses, encode_uses
+from app.state.usecodec import decode_uses, decoded_uses, encode_uses
 
 LEDGER_FILE = "ledger.db"
 ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
@@ -130,9 +130,9 @@ class Ledger(LedgerConnection):
 
     # -- the decision path ------------------------------------------------------------------------------
 
-    def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[dict[str, DeviceUse]]:
+    def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Mapping[str, DeviceUse]]:
         rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
-        return [decode_uses(uses) for (uses,) in rows]
+        return [decoded_uses(uses) for (uses,) in rows]
 
     def node_uses_by_uid(
         self, db: sqlite3.Connection, node: str, exclude_uid: str
@@ -159,7 +159,7 @@ class Ledger(LedgerConnection):
         self,
         uid: str,
         node: str,
-        check: Callable[[list[dict[str, DeviceUse]], dict[str, int]], Entry | None],
+        check: Callable[[list[Mapping[str, DeviceUse]], dict[str, int]], Entry | None],
         quota_namespace: str | None = None,
     ) -> Entry | None:
         """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every

@@ -7,6 +7,10 @@ cannot bite), the node's failure reason is known without evaluating it, in HAMi'
 Nodes with devices the array checks cannot judge (`DeviceColumns.mig`) are never rejected and their
 reasons never stated here: they are always evaluated fully. A vendor without a batch form is screened on
 the number of devices it may use alone (HAMi's `NodeInsufficientDevice`, judged before its Fit).
+
+A vendor's classification is given only the pod annotations it declares (`BatchFit.annotation_keys`), so
+`may_fit` on a node depends on the pod through its `shape` alone: the fast path remembers verdicts per
+shape (`app.state.mayfit`), and pods that differ only in annotations nothing here reads share them.
 """
 
 from __future__ import annotations
@@ -48,22 +52,50 @@ class _Classified:
     complete: bool = True  # False: only the number of visible devices was judged (`_count_only`)
 
 
+@lru_cache(maxsize=64)
+def _sees(vendor: Hashable, types: Sequence[str], owners: Sequence[str]) -> Bools:
+    """`Vendor.sees` per (type, registering vendor) code pair (the tables are short and rarely change)."""
+    sees = cast(Vendor, vendor).sees
+    table: Bools = np.array([[sees(t, v) for v in owners] for t in types], bool).reshape(
+        len(types), len(owners)
+    )
+    table.flags.writeable = False  # shared by every caller
+    return table
+
+
 def _visible(columns: DeviceColumns, vendor: Vendor) -> Bools:
     """The cells a request of `vendor` may use (`Vendor.sees`), from the type and vendor tables."""
-    owners = columns.vendors or ("",)
-    table = np.array([[vendor.sees(t, v) for v in owners] for t in columns.types], bool).reshape(
-        len(columns.types), len(owners)
-    )
+    table = _sees(cast(Hashable, vendor), tuple(columns.types), tuple(columns.vendors or ("",)))
     codes = columns.vendor_code if columns.vendor_code is not None else np.zeros_like(columns.type_code)
     visible: Bools = columns.present & table[columns.type_code, codes]
     return visible
+
+
+def _read(batch: BatchFit, annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations `batch` reads (all it is given: `shape` relies on it)."""
+    return {key: annotations[key] for key in batch.annotation_keys if key in annotations}
+
+
+def shape(ctx: PodContext, vendors: Mapping[str, Vendor]) -> Hashable:
+    """Everything `Screen(...).may_fit` reads from the pod: equal shapes, equal verdicts on a node (pods
+    of a batch share one, whatever else their annotations say)."""
+    read, every = {}, steps(ctx.requests)
+    for step in every:
+        batch = _batch_fit(cast(Hashable, vendors.get(step.request.type)))
+        if batch is not None:
+            read.update(_read(batch, ctx.annotations))
+    return (
+        tuple((s.key, s.request, s.pristine) for s in every),
+        ctx.gpu_policy,
+        tuple(sorted(read.items())),
+    )
 
 
 def _classify(
     columns: DeviceColumns, step: Step, vendor: Vendor, batch: BatchFit, ctx: PodContext
 ) -> _Classified:
     candidates = _visible(columns, vendor)
-    result = batch.classify(columns, step.request, ctx.annotations, ctx.gpu_policy)
+    result = batch.classify(columns, step.request, _read(batch, ctx.annotations), ctx.gpu_policy)
     total = candidates.sum(axis=1)
     passing = (candidates & (result.codes == 0)).sum(axis=1)
     fits = (total >= step.request.nums) & (passing >= step.request.nums)
@@ -149,16 +181,21 @@ class Screen:
         # Later steps see the pod's earlier allocations; pre-pod outcomes bound them only while no
         # allocation can take negative memory (an int32 wrap of a percentage of a huge card).
         monotone = all(c is not None and c.min_memreq >= 0 for c in self._classified)
-        exact = not ctx.numa_bind and all(
-            self._quota_is_slack(ctx, vendors, key, devices_per_node) for key in self._vendor_keys()
-        )
-        self._exact = [exact and c is not None and c.step.pristine for c in self._classified]
+        self._ctx, self._vendors, self._devices_per_node = ctx, vendors, devices_per_node
         self.may_fit = np.ones(rows, bool)
         for c in self._classified:
             if c is not None and (c.step.pristine or monotone):
                 self.may_fit &= c.fits
         self._unjudged = (columns.mig & columns.present).any(axis=1)
         self.may_fit |= self._unjudged
+
+    def _exact(self) -> list[bool]:
+        """Per step: is its classification its exact outcome (pre-pod, and nothing order-dependent)?"""
+        ctx, vendors, devices_per_node = self._ctx, self._vendors, self._devices_per_node
+        exact = not ctx.numa_bind and all(
+            self._quota_is_slack(ctx, vendors, key, devices_per_node) for key in self._vendor_keys()
+        )
+        return [exact and c is not None and c.step.pristine for c in self._classified]
 
     def _vendor_keys(self) -> set[str]:
         return {c.step.request.type for c in self._classified if c is not None}
@@ -181,7 +218,7 @@ class Screen:
         texts = np.full(len(self.may_fit), None, object)
         known = np.zeros(len(self.may_fit), bool)
         undecided = ~self._unjudged  # screening can judge the node and no earlier step fails on it
-        for c, exact in zip(self._classified, self._exact, strict=True):
+        for c, exact in zip(self._classified, self._exact(), strict=True):
             if c is None or not exact:
                 break
             failing = np.flatnonzero(undecided & ~c.fits)

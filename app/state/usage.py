@@ -61,7 +61,12 @@ class UsageView:
             return frozenset()
         if mark < 0 or not self._touched or self._touched[0][0] > mark + 1:
             return None
-        return frozenset().union(*(names for number, names in self._touched if number > mark))
+        recent = []
+        for number, names in reversed(self._touched):  # numbered in increasing order: newest first
+            if number <= mark:
+                break
+            recent.append(names)
+        return frozenset().union(*recent)
 
     def node_use(self, node: str) -> NodeUse:
         return self.nodes.get(node, {})

@@ -63,8 +63,9 @@ def _selection(draw: st.DrawFn, nodes: list[NodeDevices]) -> dict[str, str]:
         "hami.io/device-scoring-weights": st.sampled_from(
             ["slot=1,core=0,memory=0", "slot=3,core=1,memory=5"]
         ),
+        "example.com/run-seconds": st.sampled_from(["5", "60"]),  # read by nothing: shapes ignore it
     }
-    wanted = draw(st.lists(st.sampled_from(sorted(choices)), max_size=2, unique=True))
+    wanted = draw(st.lists(st.sampled_from(sorted(choices)), max_size=3, unique=True))
     return {key: draw(choices[key]) for key in wanted}
 
 
@@ -83,6 +84,21 @@ def _quota(draw: st.DrawFn) -> Mapping[str, Mapping[str, QuotaEntry]]:
 
 
 @st.composite
+def pod_contexts(draw: st.DrawFn, nodes: list[NodeDevices]) -> PodContext:
+    inits = [draw(gpu_container(f"init-{i}")) for i in range(draw(st.integers(0, 2)))]
+    apps = [draw(gpu_container(f"app-{i}")) for i in range(draw(st.integers(1, 3)))]
+    if not any(c["resources"] for c in [*inits, *apps]):
+        apps[0] = ctr("app-0", gpu=1)
+    the_pod = pod(*apps, init=inits, annotations=_selection(draw, nodes), uid=UID)
+    return context(
+        the_pod,
+        gpu_policy=draw(st.sampled_from(GPU_POLICIES)),
+        node_policy=draw(st.sampled_from(NODE_POLICIES)),
+        quota=_quota(draw),
+    )
+
+
+@st.composite
 def clusters(draw: st.DrawFn, max_nodes: int = 8) -> Cluster:
     nodes, others = [], {}
     for n in range(draw(st.integers(1, max_nodes))):
@@ -91,17 +107,7 @@ def clusters(draw: st.DrawFn, max_nodes: int = 8) -> Cluster:
         cordoned = draw(st.lists(st.sampled_from([d.id for d in devs]), max_size=1))
         nodes.append(node(name, *devs, cordoned=cordoned))
         others[name] = draw(existing_use(devs))
-    inits = [draw(gpu_container(f"init-{i}")) for i in range(draw(st.integers(0, 2)))]
-    apps = [draw(gpu_container(f"app-{i}")) for i in range(draw(st.integers(1, 3)))]
-    if not any(c["resources"] for c in [*inits, *apps]):
-        apps[0] = ctr("app-0", gpu=1)
-    the_pod = pod(*apps, init=inits, annotations=_selection(draw, nodes), uid=UID)
-    ctx = context(
-        the_pod,
-        gpu_policy=draw(st.sampled_from(GPU_POLICIES)),
-        node_policy=draw(st.sampled_from(NODE_POLICIES)),
-        quota=_quota(draw),
-    )
+    ctx = draw(pod_contexts(nodes))
     own = None
     if draw(st.booleans()):
         target = draw(st.sampled_from(nodes))
@@ -178,6 +184,14 @@ def _change_node(n: NodeDevices, change: str) -> NodeDevices:
     return dataclasses.replace(n, devices=n.devices[:1])  # "smaller"
 
 
+def _more_pods(cluster: Cluster) -> st.SearchStrategy[list[PodContext]]:
+    """Other pods for the same cluster: new shapes, and the pod again with other unread annotations."""
+    same_shape = dataclasses.replace(
+        cluster.ctx, annotations={**cluster.ctx.annotations, "example.com/run-seconds": "7"}
+    )
+    return st.lists(st.one_of(pod_contexts(list(cluster.nodes)), st.just(same_shape)), max_size=2)
+
+
 operations = st.one_of(
     st.tuples(
         st.just("use"), st.integers(0, 7), st.integers(0, 3), st.integers(0, 40000), st.integers(0, 100)
@@ -193,10 +207,15 @@ operations = st.one_of(
 
 
 @CACHES
-@given(clusters(), st.lists(operations, min_size=1, max_size=6))
-def test_caches_follow_usage_and_node_changes(cluster: Cluster, steps: list[tuple[Any, ...]]) -> None:
+@given(clusters(), st.lists(operations, min_size=1, max_size=6), st.data())
+def test_caches_follow_usage_and_node_changes(
+    cluster: Cluster, steps: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
     """One FastPath, one ledger: after every change (a reservation added or removed through the ledger, a
-    node record replaced in a new snapshot, a snapshot with unchanged nodes) the decision is still exact."""
+    node record replaced in a new snapshot, a snapshot with unchanged nodes) the decision is still exact,
+    for the pod and for pods of other shapes decided in between (or of the same shape: the screening
+    verdicts remembered per shape and node state, app/state/mayfit.py)."""
+    shapes = [cluster, *(dataclasses.replace(cluster, ctx=c) for c in data.draw(_more_pods(cluster)))]
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Ledger(Path(tmp))
         try:
@@ -206,7 +225,8 @@ def test_caches_follow_usage_and_node_changes(cluster: Cluster, steps: list[tupl
             snapshot = snapshot_of(tuple(nodes))
             others = {name: dict(use) for name, use in cluster.others.items()}
             usage.refresh(ledger)
-            assert_same_decision(fast, cluster, snapshot, usage, others)
+            for each in shapes:
+                assert_same_decision(fast, each, snapshot, usage, others)
             for generation, step in enumerate(steps, start=2):
                 index = step[1] % len(nodes) if len(step) > 1 else 0
                 target = nodes[index]
@@ -228,7 +248,8 @@ def test_caches_follow_usage_and_node_changes(cluster: Cluster, steps: list[tupl
                 )
                 snapshot = Snapshot(generation, records, BROKEN)
                 usage.refresh(ledger)
-                assert_same_decision(fast, cluster, snapshot, usage, others)
+                for each in shapes[generation % len(shapes) :] + shapes[: generation % len(shapes)]:
+                    assert_same_decision(fast, each, snapshot, usage, others)
         finally:
             ledger.close()
 

@@ -111,3 +111,46 @@ def test_capacity_taken_meanwhile_is_decided_again(context: Context, monkeypatch
     taken = Entry("rival2", "default", "r", "busy", BOUND, {"busy-1": DeviceUse(1, 9000, 0)})
     reserved, _ = _reserve(context, pod(ctr(gpu=1, mem=3000), uid="p4"))
     assert reserved is not None and reserved.node == "idle"
+
+
+def test_quota_taken_meanwhile_on_another_node_is_rechecked(
+    context: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker reserves in the same capped namespace on another node between this worker's decision
+    and its assume: the winner's usage is unchanged, but the committed quota usage is not the one the
+    decision saw, so the assume evaluates again and refuses (the quota would be exceeded)."""
+    assume = context.ledger.assume
+    rival = Entry(
+        "rival", "capped", "r", "idle", BOUND, {"idle-0": DeviceUse(1, 3000, 0)}, {"nvidia.com/gpumem": 3000}
+    )
+
+    def rival_first(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(context.ledger, "assume", assume)
+        context.ledger.upsert([rival])
+        return assume(*args, **kwargs)
+
+    monkeypatch.setattr(context.ledger, "assume", rival_first)
+    reserved, outcome = _reserve(context, pod(ctr(gpu=1, mem=3000), namespace="capped", uid="q3"))
+    assert reserved is None and context.ledger.get("q3") is None
+    assert outcome.failed["busy"] == outcome.failed["idle"] == "2/2 ResourceQuotaNotFit"
+
+
+def test_an_unchanged_winner_is_not_evaluated_again(
+    context: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing committed since the decision (node usage and, in a capped namespace, quota usage the same):
+    the assume stores the decision's own verdict without evaluating the node again."""
+    evaluated: list[str] = []
+    evaluate = filtering.evaluate_node
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        evaluated.append(args[0].name)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(filtering, "evaluate_node", counting)
+    for uid, namespace in (("u1", "default"), ("u2", "capped")):
+        expected = _reference(context, pod(ctr(gpu=1, mem=1000), namespace=namespace, uid=uid), uid).winner
+        reserved, _ = _reserve(context, pod(ctr(gpu=1, mem=1000), namespace=namespace, uid=uid))
+        assert reserved is not None and expected is not None
+        assert (reserved.node, reserved.devices) == (expected.node, expected.devices)
+    assert evaluated == []

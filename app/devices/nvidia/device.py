@@ -166,6 +166,10 @@ class Nvidia(TemplatePlacement):
     def reasons(self) -> Sequence[str]:
         return batch.REASONS
 
+    @property
+    def annotation_keys(self) -> Sequence[str]:
+        return batch.ANNOTATION_KEYS
+
     def classify(
         self, columns: DeviceColumns, request: DeviceRequest, annotations: Mapping[str, str], policy: str
     ) -> Classified:
