@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from unplaced import unplaced_pod
 
 from sim.cluster.harness import running_cluster
 from sim.cluster.spec import ClusterSpec
@@ -23,15 +24,6 @@ from sim.kit.kube import Kube, KubeError, pod_path
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 FORGED = {"hami.io/vgpu-devices-allocated": "GPU-forged,NVIDIA,80000,100:;", "hami.io/vgpu-node": "x"}
 NOTE = {"example.com/note": "bound-with-a-note"}
-
-
-def _pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"schedulerName": "nobody-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
-    }
 
 
 def _bind(kube: Kube, pod: dict[str, Any], node: str, annotations: dict[str, str]) -> None:
@@ -52,7 +44,7 @@ def test_a_binding_may_not_carry_scheduler_owned_annotations(real_binaries: obje
         assert admin is not None and control_plane is not None
         node = admin.list("/api/v1/nodes")[1][0]["metadata"]["name"]
         forged, plain, trusted = (
-            admin.create(pod_path("default"), _pod(n)) for n in ("forged", "plain", "trusted")
+            admin.create(pod_path("default"), unplaced_pod(n)) for n in ("forged", "plain", "trusted")
         )
 
         with pytest.raises(KubeError) as denied:

@@ -11,9 +11,9 @@ skipped ones go through. One control plane start, no kube-scheduler.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from unplaced import unplaced_pod
 
 from sim.cluster.harness import running_cluster
 from sim.cluster.spec import ClusterSpec
@@ -22,15 +22,6 @@ from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
-
-
-def _pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"schedulerName": "nobody-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
-    }
 
 
 def _annotate(kube: Kube, name: str, annotations: dict[str, str | None]) -> None:
@@ -53,7 +44,7 @@ def test_only_calls_that_would_be_allowed_are_skipped(real_binaries: object, tmp
         ours = Kube.from_kubeconfig(control_plane.kubeconfig_for(EXTENDER))
         plugin = Kube.from_kubeconfig(control_plane.kubeconfig_for(DEVICE_PLUGIN))
         try:
-            pod = admin.create(pod_path("default"), _pod("p"))
+            pod = admin.create(pod_path("default"), unplaced_pod("p"))
             assert "may not change scheduler-owned annotations" in _refused(
                 admin, "p", {"hami.io/vgpu-node": node}
             )
