@@ -76,30 +76,20 @@ def _call(kube: Kube, method: str, path: str, body: Any = None, content_type: st
         headers["Content-Type"] = content_type
     payload = orjson.dumps(body) if body is not None else None
     manager = kube.api.rest_client.pool_manager
+    options: dict[str, Any] = {"body": payload, "headers": headers, "timeout": _TIMEOUT, "retries": False}
     try:
         if type(manager) is urllib3.PoolManager:  # no proxy: straight to the host's pool (see `_pool`)
             pool, prefix = _pool(manager, configuration.host)
             response = pool.urlopen(
                 method,
                 prefix + path,
-                body=payload,
-                headers=headers,
-                timeout=_TIMEOUT,
-                retries=False,
                 redirect=False,
                 assert_same_host=False,
                 preload_content=False,
+                **options,
             )
         else:  # a ProxyManager decides how the request goes through the proxy
-            response = manager.request(
-                method,
-                configuration.host + path,
-                body=payload,
-                headers=headers,
-                timeout=_TIMEOUT,
-                retries=False,
-                preload_content=False,
-            )
+            response = manager.request(method, configuration.host + path, preload_content=False, **options)
         try:
             data = response.data  # read it all: a pooled connection must not keep an unread body
         finally:
