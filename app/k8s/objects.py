@@ -16,6 +16,7 @@ neither frequent nor latency-bound, keep the generated methods.
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from urllib.parse import quote, urlencode
 import orjson
 import urllib3
 
+from app.k8s import exchange
 from app.k8s.client import DEFAULT_TIMEOUT, Kube
 from app.k8s.errors import ApiError, from_exception, from_response
 
@@ -36,11 +38,14 @@ _TIMEOUT = urllib3.Timeout(connect=DEFAULT_TIMEOUT[0], read=DEFAULT_TIMEOUT[1])
 
 AUTH_TTL = 1.0  # seconds the credentials of `auth_settings()` are reused for (see `_headers`)
 _clock = time.monotonic
-_headers_cache: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]] = weakref.WeakKeyDictionary()
+_headers_cache: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str], bytes]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _headers(kube: Kube) -> dict[str, str]:
-    """The client's default headers and credentials, re-read at most every AUTH_TTL seconds per client.
+def _headers(kube: Kube) -> tuple[dict[str, str], bytes]:
+    """The client's default headers and credentials, re-read at most every AUTH_TTL seconds per client, as
+    a dict and as encoded header lines (`exchange.header_lines`).
 
     `auth_settings()` runs the client's token-refresh hook, which for a kubeconfig re-applies the whole
     loaded configuration each time (~90 us of CPU, and /bind makes four calls); the hook refreshes a token
@@ -49,12 +54,13 @@ def _headers(kube: Kube) -> dict[str, str]:
     configuration, now = kube.api.configuration, _clock()
     cached = _headers_cache.get(configuration)
     if cached is not None and now - cached[0] < AUTH_TTL:
-        return cached[1]
+        return cached[1], cached[2]
     headers = {**kube.api.default_headers, "Accept": JSON}
     for auth in configuration.auth_settings().values():
         headers[auth["key"]] = auth["value"]
-    _headers_cache[configuration] = (now, headers)
-    return headers
+    lines = exchange.header_lines(headers)
+    _headers_cache[configuration] = (now, headers, lines)
+    return headers, lines
 
 
 def _pool(manager: urllib3.PoolManager, host: str) -> tuple[urllib3.HTTPConnectionPool, str]:
@@ -63,42 +69,63 @@ def _pool(manager: urllib3.PoolManager, host: str) -> tuple[urllib3.HTTPConnecti
     look the pool up, encode the (already encoded) body, wrap the headers — costs more CPU than the
     request's own HTTP work; the request is the same (redirects are not followed: the API server sends
     none)."""
+    scheme, name, port, prefix = _parsed(host)
+    return manager.connection_from_host(name, port=port, scheme=scheme), prefix
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(host: str) -> tuple[str | None, str | None, int | None, str]:
+    """The scheme, host name, port and path prefix of the configuration's `host` URL (parsed once)."""
     url = urllib3.util.parse_url(host)
-    pool = manager.connection_from_host(url.host, port=url.port, scheme=url.scheme)
-    return pool, (url.path or "").rstrip("/")
+    return url.scheme, url.host, url.port, (url.path or "").rstrip("/")
 
 
 def _call(kube: Kube, method: str, path: str, body: Any = None, content_type: str = JSON) -> bytes:
     """One request through the client's connection pool; the answer's body, or ApiError."""
     configuration = kube.api.configuration
-    headers = dict(_headers(kube))
-    if body is not None:
-        headers["Content-Type"] = content_type
+    headers, lines = _headers(kube)
     payload = orjson.dumps(body) if body is not None else None
     manager = kube.api.rest_client.pool_manager
-    options: dict[str, Any] = {"body": payload, "headers": headers, "timeout": _TIMEOUT, "retries": False}
     try:
         if type(manager) is urllib3.PoolManager:  # no proxy: straight to the host's pool (see `_pool`)
             pool, prefix = _pool(manager, configuration.host)
-            response = pool.urlopen(
-                method,
-                prefix + path,
-                redirect=False,
-                assert_same_host=False,
-                preload_content=False,
-                **options,
+            if payload is not None:
+                lines += b"Content-Type: " + content_type.encode("latin-1") + b"\r\n"
+            length = len(payload) if payload is not None else None
+            head = exchange.request_head(method, prefix + path, exchange.host_header(pool), lines, length)
+            answer = exchange.send(
+                pool,
+                head,
+                payload,
+                connect_timeout=DEFAULT_TIMEOUT[0],
+                read_timeout=DEFAULT_TIMEOUT[1],
+                method=method,
             )
+            status, reason, data = answer.status, answer.reason, answer.body
         else:  # a ProxyManager decides how the request goes through the proxy
-            response = manager.request(method, configuration.host + path, preload_content=False, **options)
-        try:
-            data = response.data  # read it all: a pooled connection must not keep an unread body
-        finally:
-            response.release_conn()
+            status, reason, data = _through_proxy(
+                manager, method, configuration.host + path, headers, payload, content_type
+            )
     except Exception as exc:
         raise from_exception(exc) from None
-    if not 200 <= response.status < 300:
-        raise from_response(response.status, response.reason or "", data)
-    return bytes(data)
+    if not 200 <= status < 300:
+        raise from_response(status, reason, data)
+    return data
+
+
+def _through_proxy(
+    manager: Any, method: str, url: str, headers: dict[str, str], payload: bytes | None, content_type: str
+) -> tuple[int, str, bytes]:
+    """The request through urllib3's ProxyManager (a proxy configured for the client)."""
+    headers = {**headers, "Content-Type": content_type} if payload is not None else headers
+    response = manager.request(
+        method, url, body=payload, headers=headers, timeout=_TIMEOUT, retries=False, preload_content=False
+    )
+    try:
+        data = response.data  # read it all: a pooled connection must not keep an unread body
+    finally:
+        response.release_conn()
+    return response.status, response.reason or "", bytes(data)
 
 
 def _object(data: bytes) -> dict[str, Any]:

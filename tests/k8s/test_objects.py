@@ -122,8 +122,8 @@ def test_credentials_are_re_read_at_most_every_auth_ttl(kube: Kube, monkeypatch:
     kube.api.configuration.refresh_api_key_hook = refresh
     now = [1000.0]
     monkeypatch.setattr(objects, "_clock", lambda: now[0])
-    first = objects._headers(kube)
-    assert objects._headers(kube) is first and runs == [1]
-    assert first["authorization"] == "token-1"
+    first, lines = objects._headers(kube)
+    assert objects._headers(kube)[0] is first and runs == [1]
+    assert first["authorization"] == "token-1" and b"authorization: token-1\r\n" in lines
     now[0] += objects.AUTH_TTL
-    assert objects._headers(kube)["authorization"] == "token-2" and runs == [1, 1]
+    assert objects._headers(kube)[0]["authorization"] == "token-2" and runs == [1, 1]
