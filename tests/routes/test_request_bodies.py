@@ -192,3 +192,16 @@ def test_a_body_left_unread_is_read_to_its_end_within_the_cap(
     )
     assert reply.status_code in (200, 404, 405)
     assert stream.tell() == len(data)
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["gpu-1", 7], ["gpu-1", None], [["gpu-1"]], "gpu-1", {"gpu-1": True}],
+    ids=["a-number", "a-null", "a-nested-list", "a-string", "an-object"],
+)
+def test_node_names_must_be_a_list_of_strings(names: Any, client: FlaskClient) -> None:
+    body = {"Pod": {"metadata": {"name": "p"}}, "NodeNames": names}
+    answer = orjson.loads(
+        client.post("/filter", data=orjson.dumps(body), content_type="application/json").data
+    )
+    assert answer["Error"] == "json: cannot unmarshal NodeNames: expected a list of strings"
