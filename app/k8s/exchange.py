@@ -71,7 +71,10 @@ def header_lines(headers: dict[str, str]) -> bytes:
 
 def host_header(pool: HTTPConnectionPool) -> bytes:
     """The `Host` value http.client sends: the port only when it is not the scheme's default."""
-    host = pool.host.encode("idna")
+    try:
+        host = pool.host.encode("ascii")
+    except UnicodeEncodeError:
+        host = pool.host.encode("idna")
     if b":" in host:  # an IPv6 address
         host = b"[" + host + b"]"
     default = 443 if pool.scheme == "https" else 80
