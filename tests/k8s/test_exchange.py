@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 
 import pytest
 import urllib3
+from kubernetes import client
 from urllib3.exceptions import ProtocolError
 
-from app.k8s import exchange
+from app.k8s import exchange, objects
+from app.k8s.client import Kube
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -232,3 +234,21 @@ def test_no_answer_within_the_read_timeout_is_an_os_error(serve: Callable[..., S
     head = exchange.request_head("GET", "/x", exchange.host_header(pool), b"", None)
     with pytest.raises(OSError):
         exchange.send(pool, head, None, connect_timeout=1.0, read_timeout=0.2, method="GET")
+
+
+def test_with_a_proxy_configured_the_call_goes_through_it(serve: Callable[..., Server]) -> None:
+    """A client configured with a proxy keeps urllib3's ProxyManager (app/k8s/objects.py): the request
+    reaches the proxy with the API server's absolute URL, and the answer is read as any other."""
+    proxy = serve()
+    configuration = client.Configuration()
+    configuration.host = "http://api.example:8080"
+    configuration.proxy = f"http://127.0.0.1:{proxy.port}"
+    api = client.ApiClient(configuration)
+    kube = Kube(api, client.CoreV1Api(api), client.CoordinationV1Api(api), client.EventsV1Api(api))
+    try:
+        assert objects.get_json(kube, "/api/v1/namespaces/default/pods/p1") == {}
+    finally:
+        kube.close()
+    assert proxy.requests[0].startswith(
+        b"GET http://api.example:8080/api/v1/namespaces/default/pods/p1 HTTP/1.1"
+    )
