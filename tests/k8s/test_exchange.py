@@ -1,6 +1,7 @@
-"""app/k8s/exchange.py: the request is byte for byte urllib3's, answers are read whole or refused, and a
-connection is reused only after a complete answer the server keeps open. Real sockets (a small HTTP/1.1
-server in a thread); the TLS path runs in tests/k8s/test_objects.py against the emulator."""
+"""app/k8s/exchange.py: the request is byte for byte urllib3's, answers are read whole or refused with the
+messages urllib3 gave (they reach /bind's Error and events), and a connection is reused only after a
+complete answer the server keeps open. Real sockets (a small HTTP/1.1 server in a thread); the TLS path
+runs in tests/k8s/test_objects.py against the emulator."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.client import BadStatusLine, HTTPException, LineTooLong, RemoteDisconnected, UnknownProtocol
 
 import pytest
 import urllib3
@@ -18,6 +20,7 @@ from urllib3.exceptions import ProtocolError
 
 from app.k8s import exchange, objects
 from app.k8s.client import Kube
+from app.k8s.errors import from_exception
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -164,42 +167,136 @@ ANSWERS = {
     ),
     "http-1.0": (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", 200, b"{}", False),
     "no-length-reads-to-the-end": (b"HTTP/1.1 200 OK\r\n\r\nto the end", 200, b"to the end", False),
+    "negative-length-reads-to-the-end": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nabc",
+        200,
+        b"abc",
+        False,
+    ),
+    "header-line-without-colon-skipped": (
+        b"HTTP/1.1 200 OK\r\nbroken\r\nContent-Length: 1\r\n\r\nx",
+        200,
+        b"x",
+        True,
+    ),
     "no-content": (b"HTTP/1.1 204 No Content\r\n\r\n", 204, b"", True),
     "error-status-with-body": (b"HTTP/1.1 409 Conflict\r\nContent-Length: 3\r\n\r\nabc", 409, b"abc", True),
 }
+POOL = urllib3.HTTPConnectionPool("127.0.0.1", 1)
+
+
+def _read(stream: io.BytesIO) -> tuple[exchange.Answer, bool]:
+    version, status, reason, headers = exchange.read_head(stream)
+    return exchange.read_body(stream, POOL, "GET", version, status, reason, headers)
 
 
 @pytest.mark.parametrize(("raw", "status", "body", "keep"), ANSWERS.values(), ids=ANSWERS.keys())
 def test_answers_are_read_whole(raw: bytes, status: int, body: bytes, keep: bool) -> None:
     stream = io.BytesIO(raw + b"NEXT" if keep else raw)
-    answer, reusable = exchange.read_answer(stream, "GET")
+    answer, reusable = _read(stream)
     assert (answer.status, answer.body, reusable) == (status, body, keep)
     if keep:
         assert stream.read() == b"NEXT"  # nothing of the next answer was consumed
 
 
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-REFUSED = {
-    "empty": b"",
-    "bad-status-line": b"HTP/1.1 200 OK\r\n\r\n",
-    "bad-status-code": b"HTTP/1.1 2x0 OK\r\n\r\n",
-    "header-without-colon": b"HTTP/1.1 200 OK\r\nbroken\r\n\r\n",
-    "cut-short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
-    "bad-content-length": b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nabc",
-    "negative-chunk": CHUNKED + b"-1\r\nabc",
-    "prefixed-chunk": CHUNKED + b"0x3\r\nabc\r\n0\r\n\r\n",
-    "chunk-without-line-break": CHUNKED + b"3\r\nabcd\r\n0\r\n\r\n",
-    "chunked-cut-short": CHUNKED + b"3\r\nabc\r\n",
-    "compressed": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
-    "too-many-headers": b"HTTP/1.1 200 OK\r\n" + b"X: 1\r\n" * 101 + b"\r\n",
-    "line-too-long": b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n",
+REFUSED = {  # what http.client (the status line and headers) or urllib3 (the body) raises, and says
+    "empty": (b"", RemoteDisconnected, "Remote end closed connection without response"),
+    "bad-status-line": (b"HTP/1.1 200 OK\r\n\r\n", BadStatusLine, "HTP/1.1 200 OK"),
+    "bad-status-code": (b"HTTP/1.1 2x0 OK\r\n\r\n", BadStatusLine, "2x0"),
+    "unknown-protocol": (b"HTTP/2.0 200 OK\r\n\r\n", UnknownProtocol, "HTTP/2.0"),
+    "too-many-headers": (
+        b"HTTP/1.1 200 OK\r\n" + b"X: 1\r\n" * 100 + b"\r\n",
+        HTTPException,
+        "more than 100",
+    ),
+    "line-too-long": (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", LineTooLong, "header line"),
+    "cut-short-body": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+        ProtocolError,
+        "Connection broken: IncompleteRead(3 bytes read, 7 more expected)",
+    ),
+    "negative-chunk": (
+        CHUNKED + b"-1\r\nabc",
+        ProtocolError,
+        "Connection broken: IncompleteRead(0 bytes read)",
+    ),
+    "prefixed-chunk": (CHUNKED + b"0x3\r\nabc\r\n0\r\n\r\n", ProtocolError, "IncompleteRead(0 bytes read)"),
+    "chunk-without-line-break": (
+        CHUNKED + b"3\r\nabcd\r\n0\r\n\r\n",
+        ProtocolError,
+        "IncompleteRead(3 bytes",
+    ),
+    "chunked-cut-short": (CHUNKED + b"3\r\nabc\r\n", ProtocolError, "IncompleteRead(3 bytes read)"),
+    "compressed": (
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
+        ProtocolError,
+        "unexpected Content-Encoding 'gzip'",
+    ),
 }
 
 
-@pytest.mark.parametrize("raw", REFUSED.values(), ids=REFUSED.keys())
-def test_a_malformed_or_truncated_answer_is_a_protocol_error(raw: bytes) -> None:
-    with pytest.raises(ProtocolError):
-        exchange.read_answer(io.BytesIO(raw), "GET")
+@pytest.mark.parametrize(("raw", "error", "says"), REFUSED.values(), ids=REFUSED.keys())
+def test_a_malformed_or_truncated_answer_is_refused_as_http_client_and_urllib3_refuse_it(
+    raw: bytes, error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error) as raised:
+        _read(io.BytesIO(raw))
+    assert says in str(raised.value)
+
+
+def _urllib3_message(pool: urllib3.HTTPConnectionPool) -> str:
+    """What the request path before exchange.py raised for the same failure (urlopen, then `.data`)."""
+    try:
+        response = pool.urlopen(
+            "GET", "/x", retries=False, redirect=False, preload_content=False, timeout=TIMEOUT
+        )
+        response.data  # noqa: B018 - reading the body is the point
+    except Exception as exc:
+        return from_exception(exc).message
+    raise AssertionError("urllib3 raised nothing")
+
+
+def _exchange_message(pool: urllib3.HTTPConnectionPool) -> str:
+    head = exchange.request_head("GET", "/x", exchange.host_header(pool), b"", None)
+    try:
+        exchange.send(
+            pool, head, None, connect_timeout=TIMEOUT.connect_timeout, read_timeout=0.3, method="GET"
+        )
+    except Exception as exc:
+        return from_exception(exc).message
+    raise AssertionError("exchange raised nothing")
+
+
+TIMEOUT = urllib3.Timeout(connect=1.0, read=0.3)
+FAILURES = {
+    "closed-without-an-answer": lambda n: b"",
+    "body-cut-short": lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}",
+}
+
+
+@pytest.mark.parametrize("answer", FAILURES.values(), ids=FAILURES.keys())
+def test_a_failure_says_what_urllib3_said(
+    serve: Callable[..., Server], answer: Callable[[int], bytes]
+) -> None:
+    """/bind's Error and the BindingFailed/FilteringFailed events carry these messages: unchanged."""
+    server = serve(answer, close_after=lambda n: True)
+    assert _exchange_message(urllib3.HTTPConnectionPool("127.0.0.1", server.port)) == _urllib3_message(
+        urllib3.HTTPConnectionPool("127.0.0.1", server.port)
+    )
+
+
+def test_a_timeout_and_a_refused_connection_say_what_urllib3_said(serve: Callable[..., Server]) -> None:
+    silent = serve(lambda n: b"")  # reads the request, never answers
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", silent.port)
+    assert "Read timed out. (read timeout=0.3)" in _exchange_message(pool)
+    assert _exchange_message(pool) == _urllib3_message(pool)
+    gone = socket.create_server(("127.0.0.1", 0))
+    port = gone.getsockname()[1]
+    gone.close()
+    refused = _exchange_message(urllib3.HTTPConnectionPool("127.0.0.1", port))
+    assert "Connection refused" in refused
+    assert refused == _urllib3_message(urllib3.HTTPConnectionPool("127.0.0.1", port))
 
 
 def test_a_connection_the_server_closes_is_not_reused(serve: Callable[..., Server]) -> None:
@@ -222,18 +319,10 @@ def test_a_failed_answer_closes_its_connection_and_the_next_request_succeeds(
     cut = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}"
     server = serve(lambda n: cut if n == 1 else OK, close_after=lambda n: n == 1)
     pool = urllib3.HTTPConnectionPool("127.0.0.1", server.port, maxsize=1)
-    with pytest.raises(ProtocolError, match="cut short"):
+    with pytest.raises(ProtocolError, match="IncompleteRead"):
         _send(pool, "GET", "/x", None)
     assert _send(pool, "GET", "/x", None).body == b"{}"
     assert server.connections == 2
-
-
-def test_no_answer_within_the_read_timeout_is_an_os_error(serve: Callable[..., Server]) -> None:
-    server = serve(lambda n: b"")  # reads the request, never answers
-    pool = urllib3.HTTPConnectionPool("127.0.0.1", server.port)
-    head = exchange.request_head("GET", "/x", exchange.host_header(pool), b"", None)
-    with pytest.raises(OSError):
-        exchange.send(pool, head, None, connect_timeout=1.0, read_timeout=0.2, method="GET")
 
 
 def test_with_a_proxy_configured_the_call_goes_through_it(serve: Callable[..., Server]) -> None:
