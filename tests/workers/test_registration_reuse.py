@@ -86,7 +86,9 @@ CHANGE = st.sampled_from(["keep", "copy", "stamp", "stale", "gpus", "zone", "all
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(CHANGE, CHANGE, CHANGE), min_size=1, max_size=8))
-def test_kept_objects_pass_as_fresh_copies_do(tmp_path_factory: pytest.TempPathFactory, steps: list) -> None:
+def test_kept_objects_pass_as_fresh_copies_do(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, str, str]]
+) -> None:
     """Two registrars over the same passes: one is handed the informer's objects (kept ones again), the
     other a deep copy of every node every pass. Every pass gives the same result."""
     kept = Registrar(VENDORS, tmp_path_factory.mktemp("kept"), WorkerMetrics())
