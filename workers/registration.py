@@ -15,6 +15,11 @@ A pass (every HAMI_REGISTRATION_INTERVAL, on node/quota changes after a short de
   reproduced: the node simply stays out until its health returns;
 - decode (`app.core.inventory.decode_node`, cached per node by annotation content, handshakes excluded):
   a corrupt annotation excludes that node alone, with the reason, logged once per change and counted;
+- a node object seen in the last pass — the very object: the node informer stores a new dict for every
+  event and never changes a stored one — is not looked at again: its view (`node_view`) and its decode
+  are the ones of that pass. Only its health is judged again (it depends on the clock). At 1,000 nodes
+  the view and the decode cache's key were ~40 % of a pass (issue 20); a node that changed is a new
+  object, gets a new view, and its decode is looked up by content as before;
 - zone/region from topology.kubernetes.io labels; quota limits from the ResourceQuotas.
 
 `next_snapshot` publishes only when something changed: a new generation, and per-node `rev` = the
@@ -35,7 +40,7 @@ from typing import Any
 
 from app.core import health
 from app.core.capacity import CAPACITY_ANNOTATION
-from app.core.inventory import NodeUnregistered, decode_node, node_view
+from app.core.inventory import NodeUnregistered, decode_node, node_name, node_view
 from app.core.model import NodeDevices
 from app.core.quota import quota_limits
 from app.core.vendor import NodeView, Vendor
@@ -78,6 +83,9 @@ def next_snapshot(
     return Snapshot(generation, records, dict(broken), {ns: dict(v) for ns, v in quotas.items()}, written_at)
 
 
+_Key = tuple[tuple[Any, ...], ...]  # what a node's decode read of it: annotations, labels, capacity, vendors
+
+
 @dataclass(frozen=True, slots=True)
 class Stamp:
     node: str
@@ -102,7 +110,10 @@ class Registrar:
         self._state_dir = state_dir
         self._metrics = metrics
         self._book: dict[tuple[str, str], health.Reported] = {}
-        self._decoded: dict[str, tuple[object, NodeDevices | str]] = {}
+        # per node: the object last decoded, what the decode read of it (the key below), the result; and
+        # the object last viewed with its view. Both hold the object, so that `is` compares the very one.
+        self._decoded: dict[str, tuple[Mapping[str, Any], _Key, NodeDevices | str]] = {}
+        self._views: dict[str, tuple[Mapping[str, Any], NodeView]] = {}
         # decode_node never reads a handshake, which changes on every stamp and device-plugin report: not in
         # the cache key, or every handshake round re-decodes every node (~0.7 s per pass at 5,000 nodes)
         self._handshakes = frozenset(v.handshake_annotation for v in vendors if v.handshake_annotation)
@@ -130,21 +141,33 @@ class Registrar:
 
     def _decode(self, node: Mapping[str, Any], view: NodeView, vendors: list[Vendor]) -> NodeDevices | str:
         """Decode (cached by what discovery reads: annotations but handshakes, labels and capacity)."""
-        key = (
+        cached = self._decoded.get(view.name)
+        names = tuple(v.key for v in vendors)
+        if cached is not None and cached[0] is node and cached[1][-1] == names:
+            return cached[2]
+        key: _Key = (
             tuple(sorted(kv for kv in view.annotations.items() if kv[0] not in self._handshakes)),
             tuple(sorted(view.labels.items())),
             tuple(sorted((k, str(v)) for k, v in view.capacity.items())),
-            tuple(v.key for v in vendors),
+            names,
         )
-        cached = self._decoded.get(view.name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        if cached is not None and cached[1] == key:
+            self._decoded[view.name] = (node, key, cached[2])
+            return cached[2]
         try:
             result: NodeDevices | str = decode_node(node, vendors)
         except NodeUnregistered as exc:
             result = str(exc)
-        self._decoded[view.name] = (key, result)
+        self._decoded[view.name] = (node, key, result)
         return result
+
+    def _view(self, node: Mapping[str, Any]) -> NodeView:
+        kept = self._views.get(node_name(node))
+        if kept is not None and kept[0] is node:
+            return kept[1]
+        view = node_view(node)
+        self._views[view.name] = (node, view)
+        return view
 
     def _health(self, view: NodeView, now: datetime, stamps: list[Stamp]) -> tuple[list[Vendor], str]:
         """The vendors registered on the node that are healthy, and why the others are not."""
@@ -173,7 +196,7 @@ class Registrar:
         unhealthy = corrupt = 0
         present: set[str] = set()
         for node in nodes:
-            view = node_view(node)
+            view = self._view(node)
             name = view.name
             present.add(name)
             healthy, why = self._health(view, now, stamps)
@@ -207,6 +230,8 @@ class Registrar:
             del self._book[key]
         for name in [n for n in self._decoded if n not in present]:
             del self._decoded[name]
+        for name in [n for n in self._views if n not in present]:
+            del self._views[name]
 
     def _log_reasons(self, broken: Mapping[str, str]) -> None:
         for name, reason in broken.items():
