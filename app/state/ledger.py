@@ -64,6 +64,7 @@ class Changes:
     seq: int
     epoch: int
     full: bool
+    seqs: tuple[int, ...] = ()  # each entry's sequence number, in order (none: not known)
 
 
 class RowState(NamedTuple):
@@ -130,6 +131,16 @@ class Ledger(LedgerConnection):
 
     # -- the decision path ------------------------------------------------------------------------------
 
+    def node_stamp(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> tuple[int, int]:
+        """How many reservations other than `exclude_uid`'s are on `node`, and the newest sequence number
+        among them (0 for none): equal to a reader's count and newest number of the rows it took from
+        `changes_since` for the node, the rows are the very same (`UsageView.rows_stamp`)."""
+        count, newest = db.execute(
+            "SELECT count(*), coalesce(max(seq), 0) FROM reservations WHERE node = ? AND uid != ?",
+            (node, exclude_uid),
+        ).fetchone()
+        return int(count), int(newest)
+
     def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Mapping[str, DeviceUse]]:
         rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
         return [decoded_uses(uses) for (uses,) in rows]
@@ -159,17 +170,23 @@ class Ledger(LedgerConnection):
         self,
         uid: str,
         node: str,
-        check: Callable[[list[Mapping[str, DeviceUse]], dict[str, int]], Entry | None],
+        check: Callable[[list[Mapping[str, DeviceUse]] | None, dict[str, int]], Entry | None],
         quota_namespace: str | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> Entry | None:
         """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every
         OTHER reservation on `node` as committed now, and the quota used by the others in
         `quota_namespace` (empty when None: a namespace without limits needs no sum). It returns the entry to
         store (replacing this pod's previous one) or None when the pod no longer fits there.
+
+        `seen`: the count and newest sequence number of those rows in the caller's view (`node_stamp`);
+        when the committed ones still match, `check` gets None instead of their uses: the rows committed on
+        the node are exactly the ones the view holds (none is newer than the view, and none is missing).
         """
         with self.transaction() as db:
             used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
-            entry = check(self.node_uses(db, node, uid), used)
+            same = seen is not None and self.node_stamp(db, node, uid) == seen
+            entry = check(None if same else self.node_uses(db, node, uid), used)
             if entry is not None:
                 self._put(db, entry)
             return entry
@@ -331,13 +348,18 @@ class Ledger(LedgerConnection):
         with self.transaction(write=False) as db:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             current, current_epoch, pruned = int(meta["seq"]), int(meta["epoch"]), int(meta["pruned"])
-            if current_epoch != epoch or seq < pruned:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM reservations")
-                return Changes(tuple(_entry(r) for r in rows), (), current, current_epoch, True)
-            rows = db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE seq > ?", (seq,))
-            entries = tuple(_entry(r) for r in rows)
-            removed = tuple(uid for (uid,) in db.execute("SELECT uid FROM tombstones WHERE seq > ?", (seq,)))
-            return Changes(entries, removed, current, current_epoch, False)
+            full = current_epoch != epoch or seq < pruned
+            since = "" if full else " WHERE seq > ?"
+            rows = db.execute(f"SELECT {_COLUMNS}, seq FROM reservations{since}", () if full else (seq,))
+            entries, seqs = [], []
+            for row in rows:
+                entries.append(_entry(row[:-1]))
+                seqs.append(int(row[-1]))
+            removed: tuple[str, ...] = ()
+            if not full:
+                found = db.execute("SELECT uid FROM tombstones WHERE seq > ?", (seq,))
+                removed = tuple(uid for (uid,) in found)
+            return Changes(tuple(entries), removed, current, current_epoch, full, tuple(seqs))
 
     def prune_tombstones(self, keep: int = 100_000) -> None:
         """Forget old deletions; readers further behind than the prune point reload fully."""
