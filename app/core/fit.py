@@ -151,9 +151,12 @@ def evaluate_node(
     use: NodeUse,
     ctx: PodContext,
     vendors: Mapping[str, Vendor],
+    working: Sequence[DeviceUsage] | None = None,
 ) -> NodeVerdict:
-    """Fit the whole pod on one node; returns the verdict with the padded allocation and node score."""
-    original = working_devices(node, use)
+    """Fit the whole pod on one node; returns the verdict with the padded allocation and node score.
+
+    `working`: `working_devices(node, use)` when the caller has it already (read, never changed)."""
+    original = working_devices(node, use) if working is None else working
     containers = ctx.requests.containers
     allocated: list[dict[str, ContainerDevices]] = [{} for _ in containers]
     try:

@@ -254,7 +254,8 @@ class _Decision:
         reason = self.memo.get(stamp)
         if reason is not None:
             return reason
-        verdict = evaluate_node(self.table.nodes[row], self._use(row), self.ctx, self.by_key)
+        working = None if stamp < 0 else self.table.working(row)
+        verdict = evaluate_node(self.table.nodes[row], self._use(row), self.ctx, self.by_key, working)
         if verdict.fits or stamp < 0:
             return verdict if verdict.fits else verdict.reason
         if not self.memo:
