@@ -40,6 +40,14 @@ LEDGER_FILE = "ledger.db"
 ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
 
 _COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
+_ROW, _TOMBSTONE, _META = 0, 1, 2
+_NULLS = ", ".join(["NULL"] * 8)
+# changes_since's one statement: (kind, the row's columns or uid/key and NULLs, seq or the meta value)
+_CHANGES = (
+    f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1"
+    f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1"
+    f" UNION ALL SELECT {_META}, key, {_NULLS}, value FROM meta"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,21 +353,26 @@ class Ledger(LedgerConnection):
     # -- incremental readers ----------------------------------------------------------------------------
 
     def changes_since(self, seq: int, epoch: int) -> Changes:
+        """The rows changed and removed after `seq`, read in one statement (one consistent snapshot of the
+        WAL, as every statement outside a transaction reads); everything when `epoch` is not the
+        ledger's or the tombstones after `seq` were pruned."""
+        with self._lock:
+            found = self._db.execute(_CHANGES, (seq,)).fetchall()
+        meta = {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
+        if meta["epoch"] != epoch or seq < meta["pruned"]:
+            return self._everything()
+        entries = tuple(_entry(row[1:-1]) for row in found if row[0] == _ROW)
+        seqs = tuple(int(row[-1]) for row in found if row[0] == _ROW)
+        removed = tuple(str(row[1]) for row in found if row[0] == _TOMBSTONE)
+        return Changes(entries, removed, meta["seq"], meta["epoch"], False, seqs)
+
+    def _everything(self) -> Changes:
         with self.transaction(write=False) as db:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            current, current_epoch, pruned = int(meta["seq"]), int(meta["epoch"]), int(meta["pruned"])
-            full = current_epoch != epoch or seq < pruned
-            since = "" if full else " WHERE seq > ?"
-            rows = db.execute(f"SELECT {_COLUMNS}, seq FROM reservations{since}", () if full else (seq,))
-            entries, seqs = [], []
-            for row in rows:
-                entries.append(_entry(row[:-1]))
-                seqs.append(int(row[-1]))
-            removed: tuple[str, ...] = ()
-            if not full:
-                found = db.execute("SELECT uid FROM tombstones WHERE seq > ?", (seq,))
-                removed = tuple(uid for (uid,) in found)
-            return Changes(tuple(entries), removed, current, current_epoch, full, tuple(seqs))
+            rows = db.execute(f"SELECT {_COLUMNS}, seq FROM reservations").fetchall()
+        entries = tuple(_entry(row[:-1]) for row in rows)
+        seqs = tuple(int(row[-1]) for row in rows)
+        return Changes(entries, (), int(meta["seq"]), int(meta["epoch"]), True, seqs)
 
     def prune_tombstones(self, keep: int = 100_000) -> None:
         """Forget old deletions; readers further behind than the prune point reload fully."""

@@ -45,6 +45,7 @@ _OPS = st.one_of(
     st.tuples(st.just("forget"), st.sampled_from(_UIDS)),
     st.tuples(st.just("confirm"), st.sampled_from(_UIDS)),
     st.tuples(st.just("rebuild"), st.sets(st.sampled_from(_UIDS)), st.sampled_from(_NODES)),
+    st.tuples(st.just("prune"), st.integers(0, 3)),
     st.tuples(st.just("refresh")),
 )
 
@@ -62,6 +63,8 @@ def _run(ledger: Ledger, view: UsageView, op: tuple[object, ...]) -> None:
         uids, node = sorted(op[1]), str(op[2])  # type: ignore[call-overload]
         use = {f"{node}-0": DeviceUse(1, 100, 0)}
         ledger.replace_all([Entry(uid, "default", uid, node, BOUND, use) for uid in uids])
+    elif kind == "prune":
+        ledger.prune_tombstones(keep=int(op[1]))  # type: ignore[call-overload]
     else:
         view.refresh(ledger)
 
@@ -81,6 +84,7 @@ def test_rows_stamp_matches_the_ledger_only_for_the_rows_the_view_holds(
             for op in before:
                 _run(ledger, view, op)
             view.refresh(ledger)
+            assert sorted(view.entries.values(), key=lambda e: e.uid) == ledger.all_entries()
             for node in _NODES:
                 for uid in ["", *_UIDS]:
                     with ledger.transaction() as db:
