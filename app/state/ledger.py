@@ -42,10 +42,16 @@ ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
 _COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
 _ROW, _TOMBSTONE, _META = 0, 1, 2
 _NULLS = ", ".join(["NULL"] * 8)
-# changes_since's one statement: (kind, the row's columns or uid/key and NULLs, seq or the meta value)
+# changes_since's one statement: (kind, the row's columns or uid/key and NULLs, seq or the meta value); the
+# rows only where the reader's epoch ?2 is current and its seq ?1 not behind the pruned tombstones (else it
+# reloads everything: no rows are read twice)
+_CURRENT = (
+    "(SELECT value FROM meta WHERE key = 'epoch') = ?2"
+    " AND (SELECT value FROM meta WHERE key = 'pruned') <= ?1"
+)
 _CHANGES = (
-    f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1"
-    f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1"
+    f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1 AND {_CURRENT}"
+    f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1 AND {_CURRENT}"
     f" UNION ALL SELECT {_META}, key, {_NULLS}, value FROM meta"
 )
 
@@ -357,7 +363,7 @@ class Ledger(LedgerConnection):
         WAL, as every statement outside a transaction reads); everything when `epoch` is not the
         ledger's or the tombstones after `seq` were pruned."""
         with self._lock:
-            found = self._db.execute(_CHANGES, (seq,)).fetchall()
+            found = self._db.execute(_CHANGES, (seq, epoch)).fetchall()
         meta = {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
         if meta["epoch"] != epoch or seq < meta["pruned"]:
             return self._everything()
