@@ -211,11 +211,12 @@ def _go_device_score(
 
 
 def _go_node_score(devices: list[DeviceUsage]) -> float:
-    used = count = ucore = tcore = umem = tmem = 0
-    for d in devices:
-        used, count = i32(used + d.used), i32(count + d.count)
-        ucore, tcore = i32(ucore + d.usedcores), i32(tcore + d.totalcore)
-        umem, tmem = i32(umem + d.usedmem), i32(tmem + d.totalmem)
+    """int32 sums wrap the same once at the end as after every addition (arithmetic modulo 2**32)."""
+    sums = [
+        i32(sum(getattr(d, name) for d in devices))
+        for name in ("used", "count", "usedcores", "totalcore", "usedmem", "totalmem")
+    ]
+    used, count, ucore, tcore, umem, tmem = sums
     if count == 0 or tcore == 0 or tmem == 0:
         return 0.0
     total = f32(f32(_go_ratio(used, count) + _go_ratio(ucore, tcore)) + _go_ratio(umem, tmem))
