@@ -49,11 +49,13 @@ _CURRENT = (
     "(SELECT value FROM meta WHERE key = 'epoch') = ?2"
     " AND (SELECT value FROM meta WHERE key = 'pruned') <= ?1"
 )
+_META_ROWS = f"SELECT {_META}, key, {_NULLS}, value FROM meta"
 _CHANGES = (
     f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1 AND {_CURRENT}"
     f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1 AND {_CURRENT}"
-    f" UNION ALL SELECT {_META}, key, {_NULLS}, value FROM meta"
+    f" UNION ALL {_META_ROWS}"
 )
+_EVERYTHING = f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations UNION ALL {_META_ROWS}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,26 +361,21 @@ class Ledger(LedgerConnection):
     # -- incremental readers ----------------------------------------------------------------------------
 
     def changes_since(self, seq: int, epoch: int) -> Changes:
-        """The rows changed and removed after `seq`, read in one statement (one consistent snapshot of the
-        WAL, as every statement outside a transaction reads); everything when `epoch` is not the
-        ledger's or the tombstones after `seq` were pruned."""
-        with self._lock:
-            found = self._db.execute(_CHANGES, (seq, epoch)).fetchall()
-        meta = {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
-        if meta["epoch"] != epoch or seq < meta["pruned"]:
-            return self._everything()
-        entries = tuple(_entry(row[1:-1]) for row in found if row[0] == _ROW)
-        seqs = tuple(int(row[-1]) for row in found if row[0] == _ROW)
+        """The rows changed and removed after `seq`; everything when `epoch` is not the ledger's or the
+        tombstones after `seq` were pruned. Each read is one statement: one consistent snapshot of the WAL."""
+        found, meta = self._select(_CHANGES, (seq, epoch))
+        full = meta["epoch"] != epoch or seq < meta["pruned"]
+        if full:
+            found, meta = self._select(_EVERYTHING, ())
+        rows = [row for row in found if row[0] == _ROW]
         removed = tuple(str(row[1]) for row in found if row[0] == _TOMBSTONE)
-        return Changes(entries, removed, meta["seq"], meta["epoch"], False, seqs)
-
-    def _everything(self) -> Changes:
-        with self.transaction(write=False) as db:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            rows = db.execute(f"SELECT {_COLUMNS}, seq FROM reservations").fetchall()
-        entries = tuple(_entry(row[:-1]) for row in rows)
         seqs = tuple(int(row[-1]) for row in rows)
-        return Changes(entries, (), int(meta["seq"]), int(meta["epoch"]), True, seqs)
+        return Changes(tuple(_entry(r[1:-1]) for r in rows), removed, meta["seq"], meta["epoch"], full, seqs)
+
+    def _select(self, query: str, args: tuple[int, ...]) -> tuple[list[Any], dict[str, int]]:
+        with self._lock:
+            found = self._db.execute(query, args).fetchall()
+        return found, {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
 
     def prune_tombstones(self, keep: int = 100_000) -> None:
         """Forget old deletions; readers further behind than the prune point reload fully."""
