@@ -128,7 +128,8 @@ def _assume(
     Only the chosen node is evaluated again, and not even that when the committed usage is exactly the
     usage the decision saw and the namespace has no quota limits or its committed quota usage is the one
     the decision saw (the same `evaluate_node` inputs): the verdict would be the same. The namespace's quota
-    usage is summed only when the namespace has limits.
+    usage is summed only when the namespace has limits, and the node's rows are read and summed only when
+    they are not the very rows the decision summed (`Ledger.assume`'s `seen`: same count, none newer).
     """
     winner = choice.winner
     assert winner is not None and winner.devices is not None
@@ -136,11 +137,11 @@ def _assume(
     placed: list[PodDevices] = []
     limits = snapshot.quota_limits.get(ctx.namespace, {})
 
-    def check(node_uses: list[Mapping[str, DeviceUse]], quota_used: dict[str, int]) -> Entry | None:
-        use = sum_uses(node_uses)
+    def check(node_uses: list[Mapping[str, DeviceUse]] | None, quota_used: dict[str, int]) -> Entry | None:
+        use = choice.use if node_uses is None else sum_uses(node_uses)  # None: the rows the decision saw
         verdict = winner
         view = quota.build_view({ctx.namespace: limits}, {ctx.namespace: quota_used})
-        if (limits and view != ctx.quota) or not same_use(use, choice.use):
+        if (limits and view != ctx.quota) or (node_uses is not None and not same_use(use, choice.use)):
             fresh = dataclasses.replace(ctx, quota=view)
             verdict = evaluate_node(node, use, fresh, {v.key: v for v in context.settings.vendors})
         if not verdict.fits or verdict.devices is None:
@@ -148,7 +149,7 @@ def _assume(
         placed.append(verdict.devices)
         return _entry(uid, ctx, node.name, verdict.devices, context)
 
-    entry = context.ledger.assume(uid, node.name, check, ctx.namespace if limits else None)
+    entry = context.ledger.assume(uid, node.name, check, ctx.namespace if limits else None, choice.seen)
     return (entry, placed[-1]) if entry is not None else None
 
 

@@ -71,6 +71,10 @@ def _requested_vendors(requests: PodRequests) -> list[str]:
     return sorted({key for container in requests.containers for key in container})
 
 
+def _always(candidate: Sequence[ContainerDevice]) -> bool:
+    return True
+
+
 def _quota_fits(
     ctx: PodContext,
     vendor: Vendor,
@@ -80,8 +84,11 @@ def _quota_fits(
     """Would this pod, with `candidate` as container `position`'s devices, stay within its quota?
 
     The hypothetical allocation is collapsed with init containers at their real indexes (HAMi counts the
-    first app containers as init containers here: quirk #3, fixed).
+    first app containers as init containers here: quirk #3, fixed). Where the namespace sets no limit on
+    the vendor's memory or cores, `quota.fits` is true whatever the amounts: nothing is collapsed then.
     """
+    if not quota.limited(ctx.quota, ctx.namespace, vendor):
+        return _always
     groups = [a.get(vendor.key, ()) for a in allocated]
 
     def fits(candidate: Sequence[ContainerDevice]) -> bool:
@@ -151,9 +158,12 @@ def evaluate_node(
     use: NodeUse,
     ctx: PodContext,
     vendors: Mapping[str, Vendor],
+    working: Sequence[DeviceUsage] | None = None,
 ) -> NodeVerdict:
-    """Fit the whole pod on one node; returns the verdict with the padded allocation and node score."""
-    original = working_devices(node, use)
+    """Fit the whole pod on one node; returns the verdict with the padded allocation and node score.
+
+    `working`: `working_devices(node, use)` when the caller has it already (read, never changed)."""
+    original = working_devices(node, use) if working is None else working
     containers = ctx.requests.containers
     allocated: list[dict[str, ContainerDevices]] = [{} for _ in containers]
     try:

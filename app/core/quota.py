@@ -81,6 +81,17 @@ def build_view(limits: Mapping[str, Mapping[str, int]], used: Mapping[str, Mappi
     return view
 
 
+def limited(quota: QuotaView, namespace: str, vendor: Vendor) -> bool:
+    """Is there a limit `fits` may refuse by? (Without one it is true whatever the amounts.)"""
+    entries = quota.get(namespace)
+    if entries is None:
+        return False
+    return any(
+        entry is not None and entry.limit_set
+        for entry in (entries.get(vendor.resources.memory), entries.get(vendor.resources.cores))
+    )
+
+
 def fits(quota: QuotaView, namespace: str, vendor: Vendor, mem: int, cores: int) -> bool:
     """HAMi `FitQuota`: would `mem`/`cores` more stay within the namespace's limits?"""
     entries = quota.get(namespace)

@@ -4,6 +4,11 @@ Scores decide which GPU and which node win, ties included, and the node score is
 FilteringSucceed event with two decimals. HAMi computes them in float32 with int32 sums; Python floats are
 doubles, so every operation is rounded back to float32 (`f32`). A double holds a float32 sum, product or
 quotient exactly before that rounding, so the result equals Go's bit for bit (no FMA on amd64).
+
+An integer of magnitude at most 2**24 is a float32 exactly, so its conversion needs no rounding, and the
+quotient of two such integers is Python's correctly rounded int division (`_ratio`): the same double as
+the quotient of their conversions. Only larger values pay for the rounding (device scores run for every
+device of every node evaluated).
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from app.core.model import PERCENT_UNSET, ContainerRequests, DeviceUsage
 WEIGHT = 10  # HAMi util.Weight
 
 _F32 = struct.Struct("<f")
-_PACK, _UNPACK = _F32.pack, _F32.unpack  # bound once: f32 runs ~200 times per node evaluated
+_PACK, _UNPACK = _F32.pack, _F32.unpack  # bound once: f32 runs ~100 times per node evaluated
+_F32X3 = struct.Struct("<3f")
+_PACK3, _UNPACK3 = _F32X3.pack, _F32X3.unpack  # three independent roundings in one call
 
 
 def f32(value: float) -> float:
@@ -31,8 +38,27 @@ def i32(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
 
 
+_EXACT = 2**24  # every integer of at most this magnitude is a float32 exactly
+
+
+def _as_f32(value: int) -> float:
+    """Go's float32(value) of an integer."""
+    return float(value) if -_EXACT <= value <= _EXACT else f32(float(value))
+
+
 def _ratio(numerator: int, denominator: int) -> float:
+    """Go's float32(numerator) / float32(denominator)."""
+    if -_EXACT <= numerator <= _EXACT and -_EXACT <= denominator <= _EXACT:
+        return f32(numerator / denominator)
     return f32(f32(float(numerator)) / f32(float(denominator)))
+
+
+def _ratios(a: int, b: int, c: int, d: int, e: int, f: int) -> tuple[float, float, float]:
+    """`_ratio` of (a, b), (c, d) and (e, f)."""
+    if min(a, b, c, d, e, f) >= -_EXACT and max(a, b, c, d, e, f) <= _EXACT:
+        ratios: tuple[float, float, float] = _UNPACK3(_PACK3(a / b, c / d, e / f))
+        return ratios
+    return _ratio(a, b), _ratio(c, d), _ratio(e, f)
 
 
 def device_score(device: DeviceUsage, requests: ContainerRequests, weights: ScoringWeights) -> float:
@@ -54,13 +80,19 @@ def device_score(device: DeviceUsage, requests: ContainerRequests, weights: Scor
             mem = i32(mem + i32(share if device.totalmem * r.mem_percentage >= 0 else -share))
         else:
             mem = i32(mem + r.memreq)
-    used = _ratio(i32(request + device.used), device.count)
-    cores = _ratio(i32(core + device.usedcores), device.totalcore)
-    memory = _ratio(i32(mem + device.usedmem), device.totalmem)
-    total = f32(f32(float(weights.slot)) * used)
-    total = f32(total + f32(f32(float(weights.core)) * cores))
-    total = f32(total + f32(f32(float(weights.memory)) * memory))
-    return f32(float(WEIGHT) * total)
+    used, cores, memory = _ratios(
+        i32(request + device.used),
+        device.count,
+        i32(core + device.usedcores),
+        device.totalcore,
+        i32(mem + device.usedmem),
+        device.totalmem,
+    )
+    # Go: total = w.slot*used; total += w.core*cores; total += w.memory*memory (each product rounded)
+    slot, cores, memory = _UNPACK3(
+        _PACK3(_as_f32(weights.slot) * used, _as_f32(weights.core) * cores, _as_f32(weights.memory) * memory)
+    )
+    return f32(float(WEIGHT) * f32(f32(slot + cores) + memory))
 
 
 def node_score(devices: Iterable[DeviceUsage]) -> float:
@@ -72,7 +104,8 @@ def node_score(devices: Iterable[DeviceUsage]) -> float:
         umem, tmem = i32(umem + d.usedmem), i32(tmem + d.totalmem)
     if count == 0 or tcore == 0 or tmem == 0:
         return 0.0
-    total = f32(f32(_ratio(used, count) + _ratio(ucore, tcore)) + _ratio(umem, tmem))
+    slots, cores, memory = _ratios(used, count, ucore, tcore, umem, tmem)
+    total = f32(f32(slots + cores) + memory)
     return f32(float(WEIGHT) * total)
 
 

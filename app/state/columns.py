@@ -7,7 +7,9 @@ the nodes whose record changed, and rebuilds everything only when nodes were add
 nodes it touched. The node score is HAMi's `ComputeDefaultScore` on the pre-pod usage (§4.5), which
 depends on nothing about the pod, so it is computed once per node state instead of once per pod and node.
 Each row also carries a stamp that changes whenever its state does, so results derived from a row can be
-memoised by stamp.
+memoised by stamp. The working devices (`working_devices`) the score was computed from are kept for the
+rows set most recently, by stamp (`working`): under binpack the winner is often the node the previous pod
+went to, whose row the decision has just recomputed.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+from cachetools import LRUCache
 
 from app.core.mig import MIG_MODE
-from app.core.model import DeviceInfo, DeviceUse, NodeDevices, NodeUse
+from app.core.model import DeviceInfo, DeviceUsage, DeviceUse, NodeDevices, NodeUse
 from app.core.score import node_score
 from app.core.usage import working_devices
 from app.devices.batch import Bools, DeviceColumns, Ints
@@ -28,6 +31,7 @@ from app.state.usage import UsageView
 _NO_USE = DeviceUse()
 _Cell = tuple[bool, str, bool, bool, str, str, int, int, int, str]
 _PADDING: _Cell = (False, "", False, False, "", "", 0, 0, 0, "")  # the cell of a slot the node does not have
+RECENT_ROWS = 32  # rows whose working devices are kept
 
 
 def _cell(node: NodeDevices, d: DeviceInfo) -> _Cell:
@@ -69,6 +73,7 @@ class NodeTable:
         self.max_devices = 0
         self._usage_mark = -1
         self._next_stamp = 1
+        self._working: LRUCache[int, list[DeviceUsage]] = LRUCache(RECENT_ROWS)
 
     def sync(self, snapshot: Snapshot, usage: UsageView) -> None:
         """Bring every row up to date with `snapshot` and `usage` (held frozen by the caller)."""
@@ -98,9 +103,15 @@ class NodeTable:
         padding = slice(len(node.devices), None)
         columns.used[row, padding] = columns.usedmem[row, padding] = columns.usedcores[row, padding] = 0
         columns.mig[row, padding] = False
-        self.score[row] = node_score(working_devices(node, use))
+        working = working_devices(node, use)
+        self.score[row] = node_score(working)
         self.stamp[row] = self._next_stamp
+        self._working[self._next_stamp] = working
         self._next_stamp += 1
+
+    def working(self, row: int) -> list[DeviceUsage] | None:
+        """`working_devices` of the row as it is now, when it was set recently (read only: shared)."""
+        return self._working.get(int(self.stamp[row]))
 
     def _update_nodes(self, snapshot: Snapshot) -> set[int] | None:
         """Adopt `snapshot`: the rows whose node record changed, or None after a full rebuild (nodes added,

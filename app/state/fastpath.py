@@ -58,6 +58,7 @@ class Choice:
     failed: Mapping[str, str]  # every candidate's reason when nothing fits; empty when there is a winner
     ranked_ahead: int = 0  # candidates ranked ahead of the winner (none of them fits)
     use: NodeUse = field(default_factory=dict)  # the winner's usage the decision saw
+    seen: tuple[int, int] | None = None  # the winner's other rows it summed (`UsageView.rows_stamp`)
 
 
 def signature(ctx: PodContext, vendors: Sequence[Vendor]) -> Hashable:
@@ -125,6 +126,7 @@ class FastPath:
                 vendors,
                 own.node if own else "",
                 own.uses if own else {},
+                exclude_uid,
             ).run()
 
     def warm(self, snapshot: Snapshot, usage: UsageView) -> None:
@@ -214,8 +216,10 @@ class _Decision:
         vendors: Sequence[Vendor],
         own_node: str,
         own_uses: Mapping[str, DeviceUse],
+        uid: str,
     ) -> None:
         self.ctx, self.candidates, self.snapshot, self.usage = ctx, candidates, snapshot, usage
+        self.uid = uid
         self.first_screen = fast.first_screen
         self.table = table = fast.table
         self.by_key = {v.key: v for v in vendors}
@@ -240,13 +244,18 @@ class _Decision:
             return self.own_use
         return self.usage.nodes.get(self.table.names[row], {})
 
+    def _chosen(self, winner: NodeVerdict, row: int, ranked_ahead: int) -> Choice:
+        seen = self.usage.rows_stamp(winner.node, self.uid)
+        return Choice(winner, {}, ranked_ahead, self._use(row), seen)
+
     def _evaluate(self, row: int) -> NodeVerdict | str:
         """The full verdict, or the remembered failure reason of this node state."""
         stamp = -1 if row == self.own_row else int(self.table.stamp[row])
         reason = self.memo.get(stamp)
         if reason is not None:
             return reason
-        verdict = evaluate_node(self.table.nodes[row], self._use(row), self.ctx, self.by_key)
+        working = None if stamp < 0 else self.table.working(row)
+        verdict = evaluate_node(self.table.nodes[row], self._use(row), self.ctx, self.by_key, working)
         if verdict.fits or stamp < 0:
             return verdict if verdict.fits else verdict.reason
         if not self.memo:
@@ -274,7 +283,7 @@ class _Decision:
                 if isinstance(outcome, NodeVerdict):
                     at = ranked[index]
                     ahead = (keys > keys[at]) | ((keys == keys[at]) & (positions > positions[at]))
-                    return Choice(outcome, {}, int(np.count_nonzero(ahead)), self._use(row))
+                    return self._chosen(outcome, row, int(np.count_nonzero(ahead)))
         return Choice(None, self._failed())
 
     def _run_all(self) -> Choice:
@@ -290,7 +299,7 @@ class _Decision:
         if not fits:
             return Choice(None, self._failed())
         winner = rank(fits, self.ctx.node_policy)[-1]
-        return Choice(winner, {}, 0, self._use(self.table.index[winner.node]))
+        return self._chosen(winner, self.table.index[winner.node], 0)
 
     def _may_fit(self, rows: Ints) -> Bools:
         """Screening's verdict on `rows` (table rows), from the shape's remembered verdicts where the row

@@ -23,6 +23,7 @@ from app.state.snapshot import Snapshot, SnapshotError
 class InventoryCache:
     def __init__(self, state_dir: Path) -> None:
         self._dir = state_dir
+        self._file = str(state_dir / snapshot.SNAPSHOT_FILE)
         self._stamp: tuple[int, int] | None = None
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
@@ -30,7 +31,7 @@ class InventoryCache:
 
     def current(self) -> Snapshot | None:
         """The latest published snapshot, or None before the registration worker published one."""
-        stamp = snapshot.file_stamp(self._dir)
+        stamp = snapshot.file_stamp(self._file)
         if stamp == self._stamp:
             return self._snapshot
         with self._lock:

@@ -40,6 +40,22 @@ LEDGER_FILE = "ledger.db"
 ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
 
 _COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
+_ROW, _TOMBSTONE, _META = 0, 1, 2
+_NULLS = ", ".join(["NULL"] * 8)
+# changes_since's one statement: (kind, the row's columns or uid/key and NULLs, seq or the meta value); the
+# rows only where the reader's epoch ?2 is current and its seq ?1 not behind the pruned tombstones (else it
+# reloads everything: no rows are read twice)
+_CURRENT = (
+    "(SELECT value FROM meta WHERE key = 'epoch') = ?2"
+    " AND (SELECT value FROM meta WHERE key = 'pruned') <= ?1"
+)
+_META_ROWS = f"SELECT {_META}, key, {_NULLS}, value FROM meta"
+_CHANGES = (
+    f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1 AND {_CURRENT}"
+    f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1 AND {_CURRENT}"
+    f" UNION ALL {_META_ROWS}"
+)
+_EVERYTHING = f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations UNION ALL {_META_ROWS}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +80,7 @@ class Changes:
     seq: int
     epoch: int
     full: bool
+    seqs: tuple[int, ...] = ()  # each entry's sequence number, in order (none: not known)
 
 
 class RowState(NamedTuple):
@@ -130,6 +147,16 @@ class Ledger(LedgerConnection):
 
     # -- the decision path ------------------------------------------------------------------------------
 
+    def node_stamp(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> tuple[int, int]:
+        """How many reservations other than `exclude_uid`'s are on `node`, and the newest sequence number
+        among them (0 for none): equal to a reader's count and newest number of the rows it took from
+        `changes_since` for the node, the rows are the very same (`UsageView.rows_stamp`)."""
+        count, newest = db.execute(
+            "SELECT count(*), coalesce(max(seq), 0) FROM reservations WHERE node = ? AND uid != ?",
+            (node, exclude_uid),
+        ).fetchone()
+        return int(count), int(newest)
+
     def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Mapping[str, DeviceUse]]:
         rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
         return [decoded_uses(uses) for (uses,) in rows]
@@ -159,17 +186,23 @@ class Ledger(LedgerConnection):
         self,
         uid: str,
         node: str,
-        check: Callable[[list[Mapping[str, DeviceUse]], dict[str, int]], Entry | None],
+        check: Callable[[list[Mapping[str, DeviceUse]] | None, dict[str, int]], Entry | None],
         quota_namespace: str | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> Entry | None:
         """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every
         OTHER reservation on `node` as committed now, and the quota used by the others in
         `quota_namespace` (empty when None: a namespace without limits needs no sum). It returns the entry to
         store (replacing this pod's previous one) or None when the pod no longer fits there.
+
+        `seen`: the count and newest sequence number of those rows in the caller's view (`node_stamp`);
+        when the committed ones still match, `check` gets None instead of their uses: the rows committed on
+        the node are exactly the ones the view holds (none is newer than the view, and none is missing).
         """
         with self.transaction() as db:
             used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
-            entry = check(self.node_uses(db, node, uid), used)
+            same = seen is not None and self.node_stamp(db, node, uid) == seen
+            entry = check(None if same else self.node_uses(db, node, uid), used)
             if entry is not None:
                 self._put(db, entry)
             return entry
@@ -328,16 +361,21 @@ class Ledger(LedgerConnection):
     # -- incremental readers ----------------------------------------------------------------------------
 
     def changes_since(self, seq: int, epoch: int) -> Changes:
-        with self.transaction(write=False) as db:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            current, current_epoch, pruned = int(meta["seq"]), int(meta["epoch"]), int(meta["pruned"])
-            if current_epoch != epoch or seq < pruned:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM reservations")
-                return Changes(tuple(_entry(r) for r in rows), (), current, current_epoch, True)
-            rows = db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE seq > ?", (seq,))
-            entries = tuple(_entry(r) for r in rows)
-            removed = tuple(uid for (uid,) in db.execute("SELECT uid FROM tombstones WHERE seq > ?", (seq,)))
-            return Changes(entries, removed, current, current_epoch, False)
+        """The rows changed and removed after `seq`; everything when `epoch` is not the ledger's or the
+        tombstones after `seq` were pruned. Each read is one statement: one consistent snapshot of the WAL."""
+        found, meta = self._select(_CHANGES, (seq, epoch))
+        full = meta["epoch"] != epoch or seq < meta["pruned"]
+        if full:
+            found, meta = self._select(_EVERYTHING, ())
+        rows = [row for row in found if row[0] == _ROW]
+        removed = tuple(str(row[1]) for row in found if row[0] == _TOMBSTONE)
+        seqs = tuple(int(row[-1]) for row in rows)
+        return Changes(tuple(_entry(r[1:-1]) for r in rows), removed, meta["seq"], meta["epoch"], full, seqs)
+
+    def _select(self, query: str, args: tuple[int, ...]) -> tuple[list[Any], dict[str, int]]:
+        with self._lock:
+            found = self._db.execute(query, args).fetchall()
+        return found, {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
 
     def prune_tombstones(self, keep: int = 100_000) -> None:
         """Forget old deletions; readers further behind than the prune point reload fully."""

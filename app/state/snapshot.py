@@ -179,10 +179,11 @@ def read(state_dir: Path, previous: Snapshot | None = None) -> Snapshot:
         raise SnapshotError(f"unreadable inventory snapshot: {type(exc).__name__}: {exc}") from None
 
 
-def file_stamp(state_dir: Path) -> tuple[int, int] | None:
-    """(inode, mtime_ns) of the snapshot file: changes whenever a new snapshot is published."""
+def file_stamp(path: str) -> tuple[int, int] | None:
+    """(inode, mtime_ns) of the snapshot file at `path` (`state_dir / SNAPSHOT_FILE`, joined once by the
+    caller: this runs on every filter): changes whenever a new snapshot is published."""
     try:
-        stat = os.stat(state_dir / SNAPSHOT_FILE)
+        stat = os.stat(path)
     except FileNotFoundError:
         return None
     return (stat.st_ino, stat.st_mtime_ns)

@@ -5,6 +5,11 @@ summing rows. The view is a hint: the decision it feeds is re-checked against th
 transaction. Per-node maps are replaced, never mutated, so a reader holding one is never disturbed by a
 concurrent refresh (gthread workers run several requests at once).
 
+Each node's rows are also kept by sequence number (`rows_stamp`), so that the assume's re-check can tell from
+one indexed count whether the rows committed on the chosen node are still exactly the ones the decision
+summed (app/state/ledger.py `node_stamp`): the view holds every row as of its sequence number, so a row
+changed since has a newer number and a row removed since lowers the count.
+
 Caches derived from usage (the fast path's per-node scores and device columns) ask `touched_since` which
 nodes changed since they last looked, instead of comparing 5,000 nodes on every request.
 """
@@ -40,6 +45,7 @@ class UsageView:
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.nodes: dict[str, Mapping[str, DeviceUse]] = {}
+        self.rows: dict[str, Mapping[str, int]] = {}  # node -> uid -> sequence number (-1: not known)
         self.quota: dict[str, dict[str, int]] = {}
         self.seq = 0
         self.epoch = 0
@@ -71,6 +77,14 @@ class UsageView:
     def node_use(self, node: str) -> NodeUse:
         return self.nodes.get(node, {})
 
+    def rows_stamp(self, node: str, exclude_uid: str = "") -> tuple[int, int] | None:
+        """How many rows on `node` other than `exclude_uid`'s the view holds and their newest sequence
+        number (0 for none), as `Ledger.node_stamp` counts them; None when some number is not known."""
+        seqs = [seq for uid, seq in self.rows.get(node, {}).items() if uid != exclude_uid]
+        if any(seq < 0 for seq in seqs):
+            return None
+        return len(seqs), max(seqs, default=0)
+
     def quota_used(self, namespace: str, exclude_uid: str = "") -> dict[str, int]:
         used = dict(self.quota.get(namespace, {}))
         entry = self.entries.get(exclude_uid)
@@ -94,21 +108,26 @@ class UsageView:
 
     def _apply(self, changes: Changes) -> set[str]:
         touched: dict[str, dict[str, DeviceUse]] = {}
+        rows: dict[str, dict[str, int]] = {}
 
         def node(name: str) -> dict[str, DeviceUse]:
             if name not in touched:
                 touched[name] = dict(self.nodes.get(name, {}))
+                rows[name] = dict(self.rows.get(name, {}))
             return touched[name]
 
         if changes.full:
-            touched = {name: {} for name in self.nodes}
+            rows = {name: {} for name in {*self.nodes, *self.rows}}
+            touched = {name: {} for name in rows}
             self.entries, self.quota = {}, {}
         for uid in changes.removed:
-            self._drop(uid, node)
-        for entry in changes.entries:
-            self._drop(entry.uid, node)
+            self._drop(uid, node, rows)
+        seqs = changes.seqs or (-1,) * len(changes.entries)
+        for entry, seq in zip(changes.entries, seqs, strict=True):
+            self._drop(entry.uid, node, rows)
             self.entries[entry.uid] = entry
             _add(node(entry.node), entry.uses, +1)
+            rows[entry.node][entry.uid] = seq
             quota = self.quota.setdefault(entry.namespace, {})
             for name, amount in entry.quota.items():
                 quota[name] = quota.get(name, 0) + amount
@@ -117,17 +136,24 @@ class UsageView:
                 self.nodes[name] = uses
             else:
                 self.nodes.pop(name, None)
+            if rows.get(name):
+                self.rows[name] = rows[name]
+            else:
+                self.rows.pop(name, None)
         self.seq, self.epoch = changes.seq, changes.epoch
         if touched:
             self.changes += 1
             self._touched.append((self.changes, frozenset(touched)))
         return set(touched)
 
-    def _drop(self, uid: str, node: Callable[[str], dict[str, DeviceUse]]) -> None:
+    def _drop(
+        self, uid: str, node: Callable[[str], dict[str, DeviceUse]], rows: dict[str, dict[str, int]]
+    ) -> None:
         old = self.entries.pop(uid, None)
         if old is None:
             return
         _add(node(old.node), old.uses, -1)
+        del rows[old.node][uid]
         quota = self.quota.get(old.namespace, {})
         for name, amount in old.quota.items():
             quota[name] = quota.get(name, 0) - amount

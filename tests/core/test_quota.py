@@ -6,10 +6,20 @@ from typing import Any
 
 import pytest
 from core_builders import NVIDIA, VENDORS, ctr, pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.core.model import ContainerDevice, QuotaEntry, QuotaView
 from app.core.pods import pod_requests
-from app.core.quota import admission_fits, build_view, fits, pod_quota_use, quota_limits, tracked_resources
+from app.core.quota import (
+    admission_fits,
+    build_view,
+    fits,
+    limited,
+    pod_quota_use,
+    quota_limits,
+    tracked_resources,
+)
 from app.devices.nvidia import Nvidia, NvidiaConfig
 
 MEM, CORES = "nvidia.com/gpumem", "nvidia.com/gpucores"
@@ -221,3 +231,26 @@ def test_admission_fits_skips_vendors_without_quota_resources() -> None:
     no_names = Nvidia(NvidiaConfig(resource_memory_name="", resource_core_name=""))
     the_pod = pod(ctr("a", gpu=1))
     assert _admits(the_pod, _view(QuotaEntry(0, 0, True), QuotaEntry(0, 0, True)), no_names) is True
+
+
+_ENTRIES = st.builds(QuotaEntry, st.integers(0, 10**6), st.integers(0, 10**6), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from([MEM, CORES, "other"]), _ENTRIES),
+    st.sampled_from(["ns", "elsewhere"]),
+    st.sampled_from([NVIDIA, FACTOR_4]),
+    st.integers(0, 10**7),
+    st.integers(0, 10**7),
+)
+def test_fits_refuses_only_where_a_limit_is_set(
+    entries: dict[str, QuotaEntry], namespace: str, vendor: Nvidia, mem: int, cores: int
+) -> None:
+    """`limited` false: `fits` is true whatever the amounts (app/core/fit.py then computes none)."""
+    view = {"ns": entries}
+    assert limited(view, namespace, vendor) == any(
+        e.limit_set for name, e in entries.items() if namespace == "ns" and name in (MEM, CORES)
+    )
+    if not limited(view, namespace, vendor):
+        assert fits(view, namespace, vendor, mem, cores)

@@ -6,6 +6,8 @@ import struct
 
 import pytest
 from core_builders import V100, ctr, gpu, node, pod, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.core.codec import ScoringWeights
 from app.core.model import PERCENT_UNSET, DeviceRequest, DeviceUsage, DeviceUse
@@ -180,3 +182,71 @@ def test_format_score(value: float, text: str) -> None:
 )
 def test_i32_wraps_like_go(value: int, expected: int) -> None:
     assert i32(value) == expected
+
+
+def _go_ratio(numerator: int, denominator: int) -> float:
+    return f32(f32(float(numerator)) / f32(float(denominator)))
+
+
+def _go_device_score(
+    device: DeviceUsage, requests: dict[str, DeviceRequest], weights: ScoringWeights
+) -> float:
+    """The score rounded to float32 after every conversion and operation, one step at a time, as Go does:
+    what the shortcuts of app/core/score.py (no rounding of small integers, roundings three at once) must
+    reproduce bit for bit."""
+    if device.count == 0 or device.totalcore == 0 or device.totalmem == 0:
+        return 0.0
+    request = core = mem = 0
+    for r in requests.values():
+        if r.type == device.type:
+            request, core = i32(request + 1), i32(core + r.coresreq)
+            mem = i32(mem + r.memreq)
+    used = _go_ratio(i32(request + device.used), device.count)
+    cores = _go_ratio(i32(core + device.usedcores), device.totalcore)
+    memory = _go_ratio(i32(mem + device.usedmem), device.totalmem)
+    total = f32(f32(float(weights.slot)) * used)
+    total = f32(total + f32(f32(float(weights.core)) * cores))
+    total = f32(total + f32(f32(float(weights.memory)) * memory))
+    return f32(10.0 * total)
+
+
+def _go_node_score(devices: list[DeviceUsage]) -> float:
+    """int32 sums wrap the same once at the end as after every addition (arithmetic modulo 2**32)."""
+    sums = [
+        i32(sum(getattr(d, name) for d in devices))
+        for name in ("used", "count", "usedcores", "totalcore", "usedmem", "totalmem")
+    ]
+    used, count, ucore, tcore, umem, tmem = sums
+    if count == 0 or tcore == 0 or tmem == 0:
+        return 0.0
+    total = f32(f32(_go_ratio(used, count) + _go_ratio(ucore, tcore)) + _go_ratio(umem, tmem))
+    return f32(10.0 * total)
+
+
+# around 2**24, where integers stop being float32 values, and the int32 extremes
+_INTS = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(2**24 - 8, 2**24 + 8), st.integers(0, 200))
+_POSITIVE = st.one_of(st.integers(1, 2**31 - 1), st.integers(2**24 - 8, 2**24 + 8), st.integers(1, 200))
+_DEVICES = st.builds(
+    dev, _INTS, _INTS, _INTS, count=_POSITIVE, totalmem=_POSITIVE, totalcore=_POSITIVE, type=st.just("NVIDIA")
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    _DEVICES,
+    st.lists(st.tuples(_INTS, _INTS), max_size=2),
+    st.builds(ScoringWeights, *[st.one_of(st.integers(0, 5), st.integers(0, 2**40))] * 3),
+)
+def test_device_score_equals_go_float32_step_by_step(
+    device: DeviceUsage, requests: list[tuple[int, int]], weights: ScoringWeights
+) -> None:
+    wanted = {f"r{i}": req(1, mem, cores=c) for i, (mem, c) in enumerate(requests)}
+    assert struct.pack("<d", device_score(device, wanted, weights)) == struct.pack(
+        "<d", _go_device_score(device, wanted, weights)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_DEVICES, max_size=4))
+def test_node_score_equals_go_float32_step_by_step(devices: list[DeviceUsage]) -> None:
+    assert struct.pack("<d", node_score(devices)) == struct.pack("<d", _go_node_score(devices))

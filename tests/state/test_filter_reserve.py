@@ -154,3 +154,39 @@ def test_an_unchanged_winner_is_not_evaluated_again(
         assert reserved is not None and expected is not None
         assert (reserved.node, reserved.devices) == (expected.node, expected.devices)
     assert evaluated == []
+
+
+def test_the_winners_rows_are_read_only_when_they_changed_since_the_decision(
+    context: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The assume reads and sums the winner's committed rows only when they are not the ones the decision
+    summed (`Ledger.node_stamp`): not at all when nothing was committed meanwhile; when a row on the
+    winner was removed meanwhile (same newest sequence number, one row fewer), it sums what is committed
+    and evaluates the node again on it."""
+    read: list[str] = []
+    node_uses, assume = context.ledger.node_uses, context.ledger.assume
+    evaluated: list[object] = []
+    evaluate = filtering.evaluate_node
+
+    def reading(db: Any, node: str, exclude_uid: str) -> Any:
+        read.append(node)
+        return node_uses(db, node, exclude_uid)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        evaluated.append(args[1])
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(context.ledger, "node_uses", reading)
+    monkeypatch.setattr(filtering, "evaluate_node", counting)
+    first, _ = _reserve(context, pod(ctr(gpu=1, mem=1000), uid="s1"))
+    assert first is not None and first.node == "busy" and read == [] and evaluated == []
+
+    def forget_first(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(context.ledger, "assume", assume)
+        context.ledger.forget("other")  # an older row than s1's: the newest number stays
+        return assume(*args, **kwargs)
+
+    monkeypatch.setattr(context.ledger, "assume", forget_first)
+    second, _ = _reserve(context, pod(ctr(gpu=1, mem=1000), uid="s2"))
+    assert second is not None and second.node == "busy" and read == ["busy"]
+    assert evaluated == [{"busy-1": DeviceUse(1, 1000, 0)}]  # s1's use only (spread GPU policy): no other
