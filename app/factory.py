@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
@@ -57,11 +59,26 @@ def build_context(settings: Settings) -> Context:
     return context
 
 
+class _Flask(Flask):
+    """Flask, asking once per function whether a view or hook is a coroutine function: Flask's
+    `ensure_sync` asks `inspect` on every call, six times per request (issue 20); the answer never changes."""
+
+    def __init__(self, import_name: str) -> None:
+        super().__init__(import_name)
+        self._synced: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        synced = self._synced.get(func)
+        if synced is None:
+            synced = self._synced[func] = super().ensure_sync(func)
+        return synced
+
+
 def create_app(settings: Settings | None = None, context: Context | None = None) -> Flask:
     settings = settings or load_settings()
     logs.setup(settings.log_level)
     ctx = context or build_context(settings)
-    app = Flask("hami-scheduler")
+    app = _Flask("hami-scheduler")
     app.extensions[CONTEXT_KEY] = ctx
     http = settings.http
     # Which routes this server has (HAMI_ROUTES, issue 11): kube-scheduler's verbs only where kube-scheduler

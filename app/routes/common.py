@@ -15,6 +15,9 @@ Kubernetes object nests beyond a few dozen; the extender verbs never recurse int
 walk (1-2 ms for 5,000 NodeNames), and so do the webhook's UPDATE and pods/binding reviews, which read
 annotations only (app/routes/webhook.py). `finish_body` reads what a handler left of a body within the cap:
 Gunicorn otherwise drops the kept-alive connection after answering, failing the client's next request on it.
+Both hooks run on every request, so they return at once when there is nothing to do (issue 20): a request
+without a body (no length or length 0, no Transfer-Encoding), a body a handler read whole (BODY_DONE), or
+one whose reading failed (BODY_BROKEN).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ CONTEXT_KEY = "hami"
 MAX_DEPTH = 100  # JSON nesting levels accepted in a webhook request body
 MAX_CONTAINERS = 200_000  # JSON objects and lists accepted in one body (a large real pod has thousands)
 BODY_BROKEN = "hami.body_broken"  # environ key: reading the body failed, do not try again
+BODY_DONE = "hami.body_done"  # environ key: the body was read to its end, nothing is left to drain
 CHUNK = 64 * 1024
 DRAIN_BYTES = 64 * 1024 * 1024  # of a refused body, read and dropped so that the client sees the answer
 DRAIN_SECONDS = 5.0
@@ -100,7 +104,10 @@ def read_body(limit: int) -> bytes | bytearray:
     try:
         declared = request.content_length
         if declared is not None:
-            return _read_exactly(declared)
+            data = _read_exactly(declared)
+            if len(data) == declared:
+                request.environ[BODY_DONE] = True
+            return data
         parts: list[bytes] = []
         size = containers = 0
         while size <= limit and containers <= MAX_CONTAINERS:
@@ -119,6 +126,7 @@ def read_body(limit: int) -> bytes | bytearray:
         parts.clear()
         _drop(DRAIN_BYTES)
         raise too_large(limit) if size > limit else too_many()
+    request.environ[BODY_DONE] = True  # the loop ended at the body's end
     return b"".join(parts)
 
 
@@ -166,10 +174,15 @@ def nested_deeper(value: Any, limit: int) -> bool:
     return False
 
 
+def _bodiless(environ: dict[str, Any]) -> bool:
+    """Does the request declare no body at all (no length or length 0, no Transfer-Encoding)?"""
+    return environ.get("CONTENT_LENGTH") in (None, "", "0") and "HTTP_TRANSFER_ENCODING" not in environ
+
+
 def guard_body() -> Response | None:
     """Before every request that is not a JSON verb (those read through `json_body` and answer in their
     own format): refuse a body over the route's cap with 413, reading and dropping it within the cap."""
-    if request.endpoint in JSON_ENDPOINTS:
+    if _bodiless(request.environ) or request.endpoint in JSON_ENDPOINTS:
         return None
     limit = context().settings.http.body_cap(request.path)
     try:
@@ -188,8 +201,11 @@ def finish_body(response: Response) -> Response:
     A body over the cap, or one whose reading failed, is not read further: Gunicorn closes the connection
     (the hook `pre_request` makes it answer `Connection: close` for a declared length over the cap).
     """
+    environ = request.environ
+    if _bodiless(environ) or environ.get(BODY_DONE) or environ.get(BODY_BROKEN):
+        return response
     limit = context().settings.http.body_cap(request.path)
-    if (request.content_length or 0) <= limit and not request.environ.get(BODY_BROKEN):
+    if (request.content_length or 0) <= limit:
         budget = limit
         with contextlib.suppress(Exception):  # broken framing or a stall: Gunicorn closes the connection
             while budget > 0 and (chunk := request.stream.read(min(budget, CHUNK))):

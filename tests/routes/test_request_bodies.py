@@ -205,3 +205,38 @@ def test_node_names_must_be_a_list_of_strings(names: Any, client: FlaskClient) -
         client.post("/filter", data=orjson.dumps(body), content_type="application/json").data
     )
     assert answer["Error"] == "json: cannot unmarshal NodeNames: expected a list of strings"
+
+
+class CountingStream(io.BytesIO):
+    """A request body that counts the reads made once it is at its end."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.reads_at_end = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.tell() == len(self.getbuffer()):
+            self.reads_at_end += 1
+        return super().read(size)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "data"),
+    [
+        ("POST", "/filter", b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":["gpu-1"]}'),
+        ("POST", "/webhook", b'{"kind":"AdmissionReview"}'),
+        ("GET", "/healthz", b""),
+    ],
+    ids=["filter-read-whole", "webhook-read-whole", "get-without-body"],
+)
+def test_a_body_read_to_its_end_is_not_read_again(
+    method: str, path: str, data: bytes, client: FlaskClient
+) -> None:
+    """The after-request drain skips a body the route read whole and a request without one (issue 20)."""
+    stream = CountingStream(data)
+    environ = {"wsgi.input": stream, "wsgi.input_terminated": True}
+    if data:
+        environ["CONTENT_LENGTH"] = str(len(data))
+    reply = client.open(path, method=method, content_type="application/json", environ_overrides=environ)
+    assert reply.status_code == 200
+    assert stream.tell() == len(data) and stream.reads_at_end == 0

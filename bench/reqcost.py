@@ -1,0 +1,229 @@
+"""`python -m bench.reqcost`: the service's CPU per HTTP request, by kind (issue 20).
+
+The fixed cost of one request through Gunicorn (gthread, TLS, keep-alive), Flask, the request metrics and
+our hooks, measured the way the service runs: `gunicorn -c config/gunicorn.conf.py wsgi:app` from `--tree`
+(this checkout by default; a `git archive` copy of another commit for a before/after), one worker, TLS with
+a throwaway certificate, the API emulator in this process as its cluster. One client sends `--requests`
+keep-alive requests of each kind on one connection and reads the CPU of the Gunicorn master and its
+workers from /proc before and after:
+
+- `noop`: POST /bench/noop with an ExtenderArgs of a GPU pod and 1,000 NodeNames (the floor of /filter);
+- `healthz`: GET /healthz;
+- `webhook`: POST /webhook, an AdmissionReview CREATE of a GPU pod (mutated: the JSON Patch path).
+
+The kinds alternate over `--rounds` rounds; the median CPU µs per request of each kind is printed as one
+JSON object. The client's own CPU (and the emulator's) is not in the figure. On a shared machine run it
+under the benchmark lock and compare trees by alternating runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sim.emulator.testing import run_emulator
+from sim.emulator.tls import generate
+from sim.kit.processes import ChildProcess, start_process
+
+REPO = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
+Request = tuple[str, str, bytes, dict[str, str]]
+
+
+def gpu_pod(name: str) -> dict[str, Any]:
+    """A GPU pod as the API server hands it to admission (defaulted, a few labels and env entries)."""
+    container = {
+        "name": "main",
+        "image": "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04",
+        "command": ["sleep", "infinity"],
+        "env": [{"name": f"VAR_{i}", "value": f"value-{i}"} for i in range(5)],
+        "resources": {
+            "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "cpu": "1", "memory": "1Gi"},
+            "requests": {"cpu": "1", "memory": "1Gi"},
+        },
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench", "run": name}},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "terminationGracePeriodSeconds": 30,
+            "containers": [container],
+            "tolerations": [
+                {"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+            ],
+        },
+    }
+
+
+def requests(nodes: int) -> dict[str, Request]:
+    """The request of each kind: (method, path, body, headers)."""
+    pod = gpu_pod("bench-pod")
+    names = orjson.dumps([f"node-{i:05d}" for i in range(nodes)])
+    noop = b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":null,"NodeNames":' + names + b"}"
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "bench-000001",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "bench-pod",
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:default:bench"},
+            "object": pod,
+            "dryRun": False,
+        },
+    }
+    json_headers = {"Content-Type": "application/json"}
+    return {
+        "noop": ("POST", "/bench/noop", noop, json_headers),
+        "healthz": ("GET", "/healthz", b"", {}),
+        "webhook": ("POST", "/webhook", orjson.dumps(review), json_headers),
+    }
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of `pid` and its direct children."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(entry.name) == pid or fields[1] == str(pid):
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
+
+
+def send(connection: http.client.HTTPSConnection, request: Request) -> None:
+    method, path, body, headers = request
+    connection.request(method, path, body=body or None, headers=headers)
+    answer = connection.getresponse()
+    data = answer.read()
+    decoded = orjson.loads(data) if data.startswith(b"{") else {}
+    if answer.status != 200 or decoded.get("Error") or decoded.get("response", {}).get("allowed") is False:
+        raise RuntimeError(f"{method} {path}: HTTP {answer.status}: {data[:300]!r}")
+
+
+def measure(
+    connection: http.client.HTTPSConnection, cpu: Callable[[], float], request: Request, count: int
+) -> float:
+    """CPU µs per request of the server over `count` requests (the CPU counters tick every 10 ms: use
+    enough requests for a few hundred ticks)."""
+    time.sleep(0.2)  # let the previous kind's last ticks land
+    before = cpu()
+    for _ in range(count):
+        send(connection, request)
+    time.sleep(0.2)
+    return (cpu() - before) / count * 1e6
+
+
+def serve(
+    tree: Path, config: str, workdir: Path, kubeconfig: Path, port: int
+) -> tuple[ChildProcess, ssl.SSLContext]:
+    certs = generate(["127.0.0.1"])
+    (workdir / "tls.crt").write_bytes(certs.cert_pem)
+    (workdir / "tls.key").write_bytes(certs.key_pem)
+    (workdir / "prometheus").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAMI_")}
+    env.update(
+        {
+            "HAMI_BIND": f"127.0.0.1:{port}",
+            "HAMI_WORKERS": "1",
+            "HAMI_THREADS": "4",
+            "HAMI_ROUTES": "all",
+            "HAMI_BENCH_NOOP": "1",
+            "HAMI_STATE_DIR": str(workdir / "state"),
+            "HAMI_TLS_CERT_FILE": str(workdir / "tls.crt"),
+            "HAMI_TLS_KEY_FILE": str(workdir / "tls.key"),
+            "HAMI_LOG_LEVEL": "WARNING",
+            "KUBECONFIG": str(kubeconfig),
+            "PROMETHEUS_MULTIPROC_DIR": str(workdir / "prometheus"),
+        }
+    )
+    python = tree / ".venv" / "bin" / "python"
+    argv = [str(python), "-m", "gunicorn", "-c", config, "wsgi:app"]
+    process = start_process(argv, log_path=workdir / "gunicorn.log", env=env, cwd=tree)
+    context = ssl.create_default_context(cadata=certs.ca_pem.decode())
+    return process, context
+
+
+def connect(port: int, context: ssl.SSLContext, process: ChildProcess) -> http.client.HTTPSConnection:
+    deadline = time.monotonic() + 120.0
+    while True:
+        connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+        try:
+            send(connection, ("GET", "/healthz", b"", {}))
+            return connection
+        except (OSError, RuntimeError, http.client.HTTPException):
+            connection.close()
+            if not process.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the service did not answer:\n{process.log_tail()}") from None
+            time.sleep(0.2)
+
+
+def run(tree: Path, config: str, count: int, rounds: int, nodes: int, only: list[str]) -> dict[str, float]:
+    kinds = {kind: request for kind, request in requests(nodes).items() if not only or kind in only}
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory(prefix="reqcost-") as folder:
+        workdir = Path(folder)
+        with run_emulator(workdir / "emulator") as emulator:
+            port = 20000 + os.getpid() % 20000
+            process, context = serve(tree, config, workdir, emulator.kubeconfig, port)
+            try:
+                connection = connect(port, context, process)
+                for request in kinds.values():  # warm-up: first-call imports and caches
+                    for _ in range(max(20, count // 10)):
+                        send(connection, request)
+                for _ in range(rounds):
+                    for kind, request in kinds.items():
+                        samples[kind].append(
+                            measure(connection, lambda: tree_cpu(process.pid), request, count)
+                        )
+                connection.close()
+            finally:
+                process.stop()
+    return {kind: round(statistics.median(values), 1) for kind, values in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reqcost", description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=REPO, help="the checkout whose service runs")
+    parser.add_argument("--requests", type=int, default=1000, help="requests of each kind per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--config", default="config/gunicorn.conf.py", help="Gunicorn config, in --tree")
+    parser.add_argument("--kind", action="append", default=[], help="only these kinds (repeatable)")
+    parser.add_argument("--nodes", type=int, default=1000, help="NodeNames in the /bench/noop body")
+    args = parser.parse_args(argv)
+    result = run(args.tree.resolve(), args.config, args.requests, args.rounds, args.nodes, args.kind)
+    json.dump({"tree": str(args.tree), "cpu_us_per_request": result}, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
