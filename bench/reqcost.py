@@ -33,12 +33,12 @@ from typing import Any
 
 import orjson
 
+from bench import procs
 from sim.emulator.testing import run_emulator
 from sim.emulator.tls import generate
 from sim.kit.processes import ChildProcess, start_process
 
 REPO = Path(__file__).resolve().parents[1]
-TICKS = os.sysconf("SC_CLK_TCK")
 Request = tuple[str, str, bytes, dict[str, str]]
 
 
@@ -104,19 +104,8 @@ def requests(nodes: int) -> dict[str, Request]:
 
 
 def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of `pid` and its direct children."""
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(entry.name) == pid or fields[1] == str(pid):
-            total += (int(fields[11]) + int(fields[12])) / TICKS
-    return total
+    """CPU seconds (user + system) of `pid` and its direct children (the Gunicorn master and workers)."""
+    return sum(procs.cpu_seconds(p) or 0.0 for p in (pid, *procs.children(pid)))
 
 
 def send(connection: http.client.HTTPSConnection, request: Request) -> None:
