@@ -46,7 +46,6 @@ from sim.emulator import tls
 from sim.kit.processes import ChildProcess, ProcessSet
 
 SERVICE_CIDR = "10.0.0.0/24"
-SCHEDULER_PREFIX = "kube-scheduler"
 WORKLOAD_API_SINCE = (
     1,
     37,
@@ -149,8 +148,10 @@ class RealControlPlane:
         )
 
     def stop(self) -> None:
-        schedulers = [n for n in self.children.children if n.startswith(SCHEDULER_PREFIX)]
-        self.children.stop_all([*schedulers, "kube-apiserver", "etcd"])
+        # its clients first (every kube-scheduler, whatever its name): kube-apiserver waits for their
+        # connections and was SIGKILLed after the 10 s timeout while the default scheduler was still up
+        clients = [n for n in self.children.children if n not in ("kube-apiserver", "etcd")]
+        self.children.stop_all([*clients, "kube-apiserver", "etcd"])
 
     def processes(self) -> dict[str, ChildProcess]:
         return dict(self.children.children)
