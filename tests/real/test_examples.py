@@ -83,12 +83,6 @@ def delete(playground: Playground, chain: list[Example]) -> None:
         time.sleep(0.5)
 
 
-def test_every_example_is_needed_by_make_up() -> None:
-    """`make up` (the Makefile's DEMO_VENDORS) runs every node kind an example needs."""
-    parts = {part for kind in demo_vendors().split(",") for part in kind.split("+")}
-    assert set(examples.vendor_kinds(EXAMPLES)) <= parts
-
-
 @pytest.mark.parametrize("flags", list(GROUPS), ids=[" ".join(f) or "make-up" for f in GROUPS])
 def test_examples_reach_their_state(real_binaries: object, tmp_path: Path, flags: tuple[str, ...]) -> None:
     with sim_up(tmp_path / "up", *make_up_flags(), *flags) as playground:

@@ -129,6 +129,11 @@ def check_inspect(up: Playground, uuid: str) -> None:
     assert bare.returncode == 2 and bare.stderr.count("\n") == 1, bare.stderr
     assert "requires a client certificate (TLSV13_ALERT_CERTIFICATE_REQUIRED)" in bare.stderr
     assert "--cert <tls.crt> --key <tls.key>" in bare.stderr
+    serving = Path(ready["service_ca"]).with_name("tls.crt"), Path(ready["service_ca"]).with_name("tls.key")
+    other = up.run([*inspect, "--url", ready["extender_url"], "--ca-file", ready["service_ca"],
+                    "--cert", str(serving[0]), "--key", str(serving[1])])  # fmt: skip
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert f"refused the client certificate {serving[0]} (TLSV1_ALERT_UNKNOWN_CA)" in other.stderr
 
 
 def check_decision_log(up: Playground, control_plane: str) -> None:
