@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sim.controlplane.kubectl import kubectl_for
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"  # `make tools`
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 Usage = dict[str, dict[str, Any]]  # device UUID -> memory (MiB), cores, slots, pods {namespace/name}
 
@@ -67,12 +68,11 @@ def inspected(*args: str, timeout: float = 120) -> Usage:
     return usage
 
 
-def kubectl_dump(kubeconfig: Path, path: Path) -> Path:
+def kubectl_dump(kubeconfig: Path, path: Path, control_plane: str = "real") -> Path:
     """The dump `inspect --cluster` reads, written by the real `kubectl get nodes,pods,resourcequotas -A -o
-    json` to `path`; AssertionError when kubectl is missing."""
-    assert KUBECTL.exists(), f"kubectl is missing at {KUBECTL}: run `make tools` first"
+    json` (the kubectl for that control plane, sim.controlplane.kubectl) to `path`."""
     argv = [
-        str(KUBECTL),
+        str(kubectl_for(control_plane)),
         "--kubeconfig",
         str(kubeconfig),
         "get",

@@ -31,10 +31,10 @@ from test_dra_side_by_side import CLASS, device_class, resource_slice
 from app.state.drafacts import MAX_AGE
 from sim.cluster.harness import create_pod, running_cluster
 from sim.cluster.spec import ClusterSpec
+from sim.controlplane.kubectl import kubectl_for
 from sim.controlplane.real import free_port
 from sim.emulator.testing import wait_for
 from sim.kit.kube import pod_path
-from sim.workload.inspection import KUBECTL
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +69,6 @@ def inspect_json(kubeconfig: Path) -> dict[str, Any]:
 
 
 def test_dra_devices_and_extended_resource_names_are_refused(real_binaries: object, tmp_path: Path) -> None:
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     metrics = f"http://127.0.0.1:{free_port()}/metrics?hami_gauges=0"
     options = ClusterSpec(
         control_plane="real",
@@ -161,7 +159,7 @@ def scheduled_condition(read: Any, needle: str, timeout: float = 30) -> str:
 def create_warning(kubeconfig: Path, name: str) -> str:
     """kubectl create of a GPU pod; its stderr, where kubectl prints the API server's warnings."""
     done = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", str(kubeconfig), "create", "-f", "-"],
+        [str(kubectl_for("real")), "--kubeconfig", str(kubeconfig), "create", "-f", "-"],
         input=json.dumps(gpu_pod(name)),
         capture_output=True,
         text=True,

@@ -32,12 +32,12 @@ from sim.cluster.realcluster import pod_name, ready_replicas
 from sim.cluster.replicapods import PODS, ReplicaPods
 from sim.cluster.spec import ClusterSpec
 from sim.controlplane.base import RELEASE_NAMESPACE
+from sim.controlplane.kubectl import kubectl_for
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
 from sim.kit.kube import KubeError
 
 pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.kubectl]
-KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"
 NODES = ("cp-a", "cp-b")
 TIMINGS = {"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NAMESPACE}/leases"
@@ -55,8 +55,6 @@ def gpu_pod(name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", ["acquire", "follow"])
 def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, tmp_path: Path) -> None:
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     values = {"replicas": 2, "leaderElection": {"mode": mode, **TIMINGS}}
     options = ClusterSpec(
         control_plane="real", nodes=1, gpus_per_node=2, chart_values=values, replica_nodes=NODES
@@ -80,7 +78,7 @@ def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, t
         started = time.monotonic()
         drain = subprocess.Popen(
             [
-                str(KUBECTL),
+                str(kubectl_for("real")),
                 "--kubeconfig",
                 str(stack.kubeconfig),
                 "drain",

@@ -10,17 +10,16 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sim.cluster.stack import Stack
 from sim.controlplane.base import EXTENDER
+from sim.controlplane.kubectl import kubectl_for
 from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
-KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"
 POD = """
 apiVersion: v1
 kind: Pod
@@ -47,7 +46,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def kubectl(stack: Stack, *args: str, stdin: str = "") -> str:
     done = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", str(stack.kubeconfig), *args],
+        [str(kubectl_for("real")), "--kubeconfig", str(stack.kubeconfig), *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from sim.emulator.testing import REPO_ROOT, EmulatorHandle, EmulatorOptions, run_emulator
+from sim.controlplane.kubectl import MissingKubectl, kubectl_for
+from sim.emulator.testing import EmulatorHandle, EmulatorOptions, run_emulator
 from sim.kit.kube import Kube
-
-KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"
 
 
 @pytest.fixture
@@ -48,6 +47,7 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 
 @pytest.fixture
 def kubectl_binary() -> Path:
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
-    return KUBECTL
+    try:
+        return kubectl_for("emulator")
+    except MissingKubectl as exc:
+        pytest.fail(str(exc))
