@@ -53,7 +53,8 @@ def _built(family: Family, *, every_backend: bool = True) -> tuple[Vendor, ...]:
     return tuple(vendors.values())
 
 
-def _names(resources: ResourceNames) -> list[str]:
+def resource_names(resources: ResourceNames) -> list[str]:
+    """Every resource name of a vendor (its count, memory, percentage, cores and priority names)."""
     fields = (resources.count, resources.memory, resources.memory_percentage, resources.cores)
     return [name for name in (*fields, resources.priority) if name]
 
@@ -81,7 +82,7 @@ def _per_chip(vendors: Iterable[Vendor], names: Any) -> tuple[set[str], set[tupl
 
 
 def _family(family: Family) -> dict[str, Any]:
-    names, affixes = _per_chip(_built(family, every_backend=False), lambda v: _names(v.resources))
+    names, affixes = _per_chip(_built(family, every_backend=False), lambda v: resource_names(v.resources))
     return {
         "section": family.section,
         "always": family.always,
@@ -98,9 +99,10 @@ def scope() -> dict[str, Any]:
     keys: set[str] = {key.name for key in CORE_KEYS}
     affixes: set[tuple[str, str]] = set()
     for family in REGISTRY:
-        exact, wild = _per_chip(_built(family), lambda v: [key.name for key in v.pod_keys])
+        exact, around = _per_chip(_built(family), lambda v: [key.name for key in v.pod_keys])
         keys |= exact
-        affixes |= wild
+        affixes |= around
+
     def wild(key: str) -> bool:  # matched by a prefix or a wildcard already: left out of the exact keys
         covered = any(key.startswith(p) and key.endswith(s) and len(key) > len(p + s) for p, s in affixes)
         return covered or key.startswith(SCHEDULER_OWNED_PREFIXES)
