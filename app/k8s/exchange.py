@@ -32,7 +32,9 @@ Invariants owned here:
 from __future__ import annotations
 
 import errno
+import re
 import socket
+from collections.abc import Callable
 from http.client import (
     BadStatusLine,
     HTTPException,
@@ -43,16 +45,18 @@ from http.client import (
 )
 from ssl import CertificateError
 from ssl import SSLError as BaseSSLError
-from typing import IO, cast
+from typing import NoReturn, cast
 
+import httptools
 from urllib3 import HTTPConnectionPool
 from urllib3.connection import HTTPConnection
 from urllib3.exceptions import ProtocolError, ReadTimeoutError, SSLError
 
 MAX_LINE = 65536  # bytes of a status or header line (http.client's limit)
-MAX_HEADERS = 100  # header lines of an answer (http.client's limit)
-NO_BODY = frozenset({204, 304})
-HEX = b"0123456789abcdefABCDEF"
+MAX_HEADERS = 100  # header lines of an answer, the blank line included (http.client's limit)
+MAX_HEAD = 1 << 20  # bytes before the final answer's body (interim answers included)
+READ_SIZE = 65536  # bytes asked of the socket per read
+STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?: [^\r\n]*)?\r?")
 
 
 class Answer:
@@ -119,13 +123,7 @@ def send(
             sock = _connect(pool, conn, connect_timeout)
             _write(sock, head + body if body else head)
             sock.settimeout(read_timeout)
-            with sock.makefile("rb") as stream:
-                try:
-                    version, status, reason, headers = read_head(stream)
-                except (BaseSSLError, OSError) as exc:  # urllib3's _make_request around getresponse()
-                    pool._raise_timeout(err=exc, url="", timeout_value=read_timeout)
-                    raise
-                answer, reusable = read_body(stream, pool, method, version, status, reason, headers)
+            answer, reusable = receive(sock.recv, pool, read_timeout, head_only=method == "HEAD")
         except (OSError, HTTPException) as exc:  # urllib3's urlopen
             if isinstance(exc, BaseSSLError | CertificateError):
                 raise SSLError(exc) from exc
@@ -169,118 +167,157 @@ def _write(sock: socket.socket, data: bytes) -> None:
             raise
 
 
-def read_head(stream: IO[bytes]) -> tuple[int, int, str, dict[bytes, bytes]]:
-    """The answer's HTTP version (10 or 11), status, reason and headers (names lower-cased, the first of
-    repeated ones), skipping `100 Continue`; http.client's exceptions for what http.client refuses."""
-    while True:
-        line = stream.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise LineTooLong("status line")
-        if not line:
-            raise RemoteDisconnected("Remote end closed connection without response")
-        text = str(line, "iso-8859-1")
-        parts = text.split(None, 2)
-        version = parts[0] if len(parts) >= 2 else ""
-        if not version.startswith("HTTP/"):
-            raise BadStatusLine(text)
-        if not parts[1].isdigit() or not 100 <= int(parts[1]) <= 999:
-            raise BadStatusLine(text)
-        status, reason = int(parts[1]), (parts[2].strip() if len(parts) > 2 else "")
-        headers = _headers(stream)
-        if status != 100:
-            break
-    if version in ("HTTP/1.0", "HTTP/0.9"):
-        return 10, status, reason, headers
-    if not version.startswith("HTTP/1."):
-        raise UnknownProtocol(version)
-    return 11, status, reason, headers
-
-
-def _headers(stream: IO[bytes]) -> dict[bytes, bytes]:
-    found: dict[bytes, bytes] = {}
-    for _ in range(MAX_HEADERS):
-        line = stream.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise LineTooLong("header line")
-        if line in (b"\r\n", b"\n", b""):
-            return found
-        name, colon, value = line.partition(b":")
-        if colon:  # a line without one is a defect http.client's parser skips
-            found.setdefault(name.strip().lower(), value.strip())
-    raise HTTPException(f"got more than {MAX_HEADERS} headers")
-
-
-def read_body(
-    stream: IO[bytes],
-    pool: HTTPConnectionPool,
-    method: str,
-    version: int,
-    status: int,
-    reason: str,
-    headers: dict[bytes, bytes],
+def receive(
+    recv: Callable[[int], bytes], pool: HTTPConnectionPool, read_timeout: float, *, head_only: bool = False
 ) -> tuple[Answer, bool]:
-    """The whole answer, and whether the connection may carry another request; errors as urllib3's
-    `HTTPResponse.data` raises them."""
-    encoding = headers.get(b"content-encoding", b"identity").lower()
-    if encoding != b"identity":
-        raise ProtocolError(f"unexpected Content-Encoding {encoding.decode('latin-1')!r}")
-    keep = version == 11 and b"close" not in headers.get(b"connection", b"").lower()
-    chunked = headers.get(b"transfer-encoding", b"").lower() == b"chunked"
-    length = _length(headers) if not chunked else None
-    if method == "HEAD" or status in NO_BODY or 100 <= status < 200:
-        return Answer(status, reason, b""), keep
-    try:
-        if chunked:
-            data = _chunked(stream)
-        elif length is None:  # the body runs to the end of the connection
-            data, keep = stream.read(), False
-        else:
-            data = stream.read(length)
-            if len(data) != length:
-                raise IncompleteRead(data, length - len(data))
-    except TimeoutError as exc:
+    """Read one whole answer with `recv` (a socket's), interim 1xx answers skipped; the answer, and whether
+    the connection may carry another request. Errors as urllib3 raises them: before the final answer's head
+    is complete as `urlopen` (timeouts through the pool), after it as `HTTPResponse.data`."""
+    reader = _Reader(head_only)
+    head_bytes = 0
+    while True:
+        try:
+            data = recv(READ_SIZE)
+        except (BaseSSLError, OSError) as exc:
+            if not reader.final:  # urllib3's _make_request around getresponse()
+                pool._raise_timeout(err=exc, url="", timeout_value=read_timeout)
+                raise
+            _body_failure(pool, exc)
+        if not data:
+            return reader.at_end(), False
+        try:
+            reader.feed(data)
+        except (HTTPException, OSError) as exc:
+            if not reader.final:
+                raise
+            raise ProtocolError(f"Connection broken: {exc!r}", exc) from exc
+        if reader.complete:
+            return Answer(reader.status, reader.reason, b"".join(reader.parts)), reader.keep
+        if not reader.final:
+            head_bytes += len(data)
+            if head_bytes > MAX_HEAD:
+                raise HTTPException(f"the answer's head is longer than {MAX_HEAD} bytes")
+
+
+def _body_failure(pool: HTTPConnectionPool, exc: OSError) -> NoReturn:
+    """What urllib3's `HTTPResponse.data` raises for a failed read of the body."""
+    if isinstance(exc, TimeoutError):
         raise ReadTimeoutError(pool, None, "Read timed out.") from exc
-    except BaseSSLError as exc:
+    if isinstance(exc, BaseSSLError):
         if "read operation timed out" not in str(exc):
             raise SSLError(exc) from exc
         raise ReadTimeoutError(pool, None, "Read timed out.") from exc
-    except (HTTPException, OSError) as exc:
-        raise ProtocolError(f"Connection broken: {exc!r}", exc) from exc
-    return Answer(status, reason, data), keep
+    raise ProtocolError(f"Connection broken: {exc!r}", exc) from exc
 
 
-def _length(headers: dict[bytes, bytes]) -> int | None:
-    """Content-Length as urllib3 reads it: None when absent, malformed or negative."""
-    value = headers.get(b"content-length")
-    if value is None:
-        return None
-    try:
-        lengths = {int(part) for part in value.split(b",")}
-    except ValueError:
-        return None
-    if len(lengths) != 1:
-        raise ProtocolError(f"Content-Length contained multiple unmatching values ({value!r})")
-    length = lengths.pop()
-    return length if length >= 0 else None
+class _Reader:
+    """llhttp's callbacks (through httptools) for one answer: the status, the framing and encoding headers,
+    the body. llhttp frames the answer (Content-Length, chunked, or the end of the connection) and refuses
+    what RFC 9112 calls invalid; what it leaves to its caller is decided here."""
 
+    __slots__ = (
+        "complete",
+        "count",
+        "final",
+        "first",
+        "framed",
+        "head_only",
+        "keep",
+        "length",
+        "parser",
+        "parts",
+        "reason",
+        "status",
+    )
 
-def _chunked(stream: IO[bytes]) -> bytes:
-    """A chunked body (extensions ignored, trailers read and dropped); a malformed or cut-short one raises
-    http.client's IncompleteRead with what was read."""
-    parts: list[bytes] = []
-    while True:
-        line = stream.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise LineTooLong("chunk size")
-        size_field = line.split(b";", 1)[0].strip()
-        if not size_field or size_field.strip(HEX):
-            raise IncompleteRead(b"".join(parts))
-        size = int(size_field, 16)
-        if size == 0:
-            while stream.readline(MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(parts)
-        chunk = stream.read(size)
-        parts.append(chunk)
-        if len(chunk) != size or stream.read(2) not in (b"\r\n",):
-            raise IncompleteRead(b"".join(parts), size - len(chunk))
+    def __init__(self, head_only: bool) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.head_only = head_only
+        self.complete = self.final = self.keep = self.framed = False
+        self.first = b""  # the first bytes received (a refused status line's text)
+        self.status, self.reason, self.count, self.length = 0, "", 0, -1
+        self.parts: list[bytes] = []
+
+    def feed(self, data: bytes) -> None:
+        if not self.final and b"\n" not in self.first:
+            self.first = (self.first + data)[:MAX_LINE]
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            if self.complete:  # stopped after the answer: surplus bytes (or a HEAD's head)
+                return
+            raise cast(Exception, exc.__context__) from None
+        except httptools.HttpParserError as exc:
+            if self.complete:  # the answer was whole; what followed it was not an answer
+                self.keep = False
+                return
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: Exception) -> HTTPException:
+        """An answer llhttp refuses: http.client's BadStatusLine for the status line, IncompleteRead with
+        what was read for the body (urllib3's `Connection broken: IncompleteRead(...)`)."""
+        if self.final:
+            return IncompleteRead(b"".join(self.parts))
+        line = self.first.split(b"\n", 1)[0]
+        if not STATUS_LINE.fullmatch(line):
+            return BadStatusLine(str(line, "iso-8859-1").rstrip("\r"))
+        return HTTPException(f"invalid answer head: {exc}")
+
+    def at_end(self) -> Answer:
+        """The connection was closed: the answer if its body runs to the end, else the failure."""
+        if not self.final:
+            raise RemoteDisconnected("Remote end closed connection without response")
+        body = b"".join(self.parts)
+        if self.framed:  # by Content-Length or chunked: cut short
+            missing = self.length - len(body) if self.length >= 0 else None
+            error = IncompleteRead(body, missing)
+            raise ProtocolError(f"Connection broken: {error!r}", error)
+        return Answer(self.status, self.reason, body)
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self.keep = False  # a second answer to one request: the connection is out of step
+            raise HTTPException("surplus answer")
+        self.count, self.length, self.framed = 0, -1, False
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += str(reason, "iso-8859-1")
+        if len(self.reason) > MAX_LINE:
+            raise LineTooLong("status line")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.count += 1
+        if self.count >= MAX_HEADERS:
+            raise HTTPException(f"got more than {MAX_HEADERS} headers")
+        if len(name) + len(value) > MAX_LINE:
+            raise LineTooLong("header line")
+        name = name.lower()
+        if name == b"content-length":
+            self.length, self.framed = int(value), True  # llhttp accepts one, of digits only
+        elif name == b"transfer-encoding":
+            if value.lower() != b"chunked":
+                raise ProtocolError(f"unexpected Transfer-Encoding {value.decode('latin-1')!r}")
+            self.framed = True
+        elif name == b"content-encoding" and value.lower() != b"identity":
+            raise ProtocolError(f"unexpected Content-Encoding {value.decode('latin-1')!r}")
+
+    def on_headers_complete(self) -> None:
+        version, status = self.parser.get_http_version(), self.parser.get_status_code()
+        if not version.startswith("1."):
+            raise UnknownProtocol(f"HTTP/{version}")
+        if status == 101:
+            raise HTTPException("101 Switching Protocols, and no upgrade was asked for")
+        if status >= 200:
+            self.status, self.final = status, True
+            if self.head_only:  # no body follows; llhttp cannot be told, so the reading stops here
+                self.complete = True
+                raise HTTPException("head only")
+        else:
+            self.reason = ""  # an interim answer (100 Continue, 103 Early Hints, ...): skipped
+
+    def on_body(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def on_message_complete(self) -> None:
+        if self.final:
+            self.complete, self.keep = True, self.parser.should_keep_alive() and not self.head_only
