@@ -222,6 +222,7 @@ class _Reader:
         "first",
         "framed",
         "head_only",
+        "http11",
         "keep",
         "length",
         "parser",
@@ -233,7 +234,7 @@ class _Reader:
     def __init__(self, head_only: bool) -> None:
         self.parser = httptools.HttpResponseParser(self)
         self.head_only = head_only
-        self.complete = self.final = self.keep = self.framed = False
+        self.complete = self.final = self.keep = self.framed = self.http11 = False
         self.first = b""  # the first bytes received (a refused status line's text)
         self.status, self.reason, self.count, self.length = 0, "", 0, -1
         self.parts: list[bytes] = []
@@ -308,7 +309,8 @@ class _Reader:
         if status == 101:
             raise HTTPException("101 Switching Protocols, and no upgrade was asked for")
         if status >= 200:
-            self.status, self.final = status, True
+            self.status, self.final, self.http11 = status, True, version == "1.1"
+            self.reason = self.reason.strip()
             if self.head_only:  # no body follows; llhttp cannot be told, so the reading stops here
                 self.complete = True
                 raise HTTPException("head only")
@@ -320,4 +322,5 @@ class _Reader:
 
     def on_message_complete(self) -> None:
         if self.final:
-            self.complete, self.keep = True, self.parser.should_keep_alive() and not self.head_only
+            self.complete = True
+            self.keep = self.http11 and self.parser.should_keep_alive() and not self.head_only
