@@ -5,28 +5,56 @@ Why it exists (issue 20): the extender makes about seven API calls per scheduled
 the lock, the re-check's LIST, the bind-phase stamp, the Binding, two events), and urllib3's request path
 spends most of each call's CPU in Python around a few hundred bytes: http.client assembles the request
 header by header and parses the answer's headers with the `email` package, urllib3 wraps both. Here the
-request is written in one piece and the answer is read with a few `readline`s (~0.2 ms of CPU less per
-call, measured in docs/benchmarks.md).
+request is written in one piece and the answer is read by llhttp (~0.2 ms of CPU less per call than
+urllib3, measured in docs/benchmarks.md).
+
+Who frames the answer (issue 28): llhttp, Node's HTTP/1.1 parser, through httptools, not code of ours. The
+first version read the answer with `readline`s and framed it by hand; a review found it took a `103 Early
+Hints` for the answer (the real answer was then left for the next call on the connection) and read a
+folded line (` Content-Length: 2`) as a header of its own, cutting the body short. Fixing that parser and
+proving it against h11 was the other choice; llhttp was measured cheaper as well as maintained and fuzzed
+elsewhere: ~4 µs to parse an API server's answer against ~5 µs for the `readline`s and ~40 µs for h11, and
+0.86-0.94 of the old client CPU per whole call (medians of two sittings: one recv per read instead of a
+file object per call; docs/benchmarks.md, "issue 28"). tests/k8s/test_exchange_h11.py compares what is
+read here with h11's reading of generated answers.
 
 What stays urllib3's: the pool and its connections — so TLS (CA, client certificate, hostname checks,
 SNI), the connect timeout and the socket options are exactly the client configuration's, set up by
-urllib3 when a connection is (re)opened (`_validate_conn`); a pooled connection the server closed is
-detected and reopened by the pool (`_get_conn`). The request is the one urllib3 sends for the same call:
-the same request line and headers (`Host`, `Accept-Encoding: identity`, `Content-Length` for a body, then
-the caller's), so the API server sees no difference. No retries (the client is configured without them).
+urllib3 when a connection is (re)opened (`_validate_conn`); a pooled connection the server closed, or on
+which unasked bytes arrived, is detected and reopened by the pool (`_get_conn`). The request is the one
+urllib3 sends for the same call: the same request line and headers (`Host`, `Accept-Encoding: identity`,
+`Content-Length` for a body, then the caller's), so the API server sees no difference. No retries (the
+client is configured without them).
 
 Invariants owned here:
-- A connection goes back to the pool only after its answer was read completely and the server keeps it
-  open; on any failure — a timeout, a reset, an answer this reader does not accept — it is closed
-  (its slot still goes back), so a later request never reads the rest of an earlier answer.
+- A connection goes back to the pool only after its answer was read completely, by its own framing, with
+  nothing after it in what was received, from an HTTP/1.1 server that keeps it open; on anything else —
+  a timeout, a reset, an answer refused, bytes after the answer, a body that ran to the end of the
+  connection, HTTP/1.0 — it is closed (its slot still goes back), so a later request never reads any part
+  of an earlier answer.
+- Interim answers (1xx: `100 Continue`, `102`, `103 Early Hints`, any number) are read and skipped; the
+  answer is the first final one (2xx-5xx). An unasked `101 Switching Protocols` is refused. The bytes
+  before the final answer's body are limited (MAX_HEAD), and so are each line (MAX_LINE) and the header
+  lines of each answer (MAX_HEADERS, http.client's limits).
+- Framing is llhttp's strict reading of RFC 9112 6.3: chunked, else Content-Length, else the end of the
+  connection; no body for HEAD, 1xx, 204 and 304. Refused, never guessed at: a Content-Length that is
+  repeated (even with the same value), a list, negative or not a number; Content-Length together with
+  Transfer-Encoding; a transfer coding other than chunked; a malformed chunk; a header line without a
+  colon or with space before it; a bare LF ending a line. A Content-Encoding other than identity is
+  refused too (the request asks for identity).
+- Obsolete line folding (a header line starting with a space or tab, RFC 9112 5.2) is refused, the answer
+  with it: a server MUST NOT send it and the API server never does. RFC 9112 5.2 would have a user agent
+  replace each fold with spaces; refusing instead (llhttp's rule, as Node's clients do) is a deliberate
+  deviation that can fail a call but never frame one differently from the server. A folded
+  ` Content-Length` can neither cut a body short nor stand as a header: the call fails, the connection
+  is closed.
 - A failure raises what urllib3's `urlopen` (without retries) and `HTTPResponse.data` raise for it, with
   the same text: `ProtocolError('Connection aborted.', RemoteDisconnected(...))` for a connection closed
   before the answer, `ReadTimeoutError` for a timeout, `NewConnectionError`, `SSLError`, `Connection
-  broken: IncompleteRead(...)` for a body cut short. The messages reach /bind's `Error` and the
-  BindingFailed and FilteringFailed events (app.k8s.errors.from_exception), which therefore do not change.
-- The answer is read as http.client and urllib3 read it: only `100 Continue` is skipped, a body is framed
-  by chunked transfer coding, else Content-Length, else the end of the connection; no body for HEAD, 1xx,
-  204 and 304. A Content-Encoding other than identity is refused (the request asks for identity).
+  broken: IncompleteRead(...)` for a body cut short or malformed, http.client's `BadStatusLine`,
+  `LineTooLong` and `UnknownProtocol` for what http.client refused. The messages reach /bind's `Error`
+  and the BindingFailed and FilteringFailed events (app.k8s.errors.from_exception), which therefore do
+  not change. An answer refused for a reason http.client did not have says llhttp's reason.
 """
 
 from __future__ import annotations
@@ -56,6 +84,7 @@ MAX_LINE = 65536  # bytes of a status or header line (http.client's limit)
 MAX_HEADERS = 100  # header lines of an answer, the blank line included (http.client's limit)
 MAX_HEAD = 1 << 20  # bytes before the final answer's body (interim answers included)
 READ_SIZE = 65536  # bytes asked of the socket per read
+FIRST_BYTES = 512  # bytes of a refused status line that its error shows
 STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?: [^\r\n]*)?\r?")
 
 
@@ -235,13 +264,13 @@ class _Reader:
         self.parser = httptools.HttpResponseParser(self)
         self.head_only = head_only
         self.complete = self.final = self.keep = self.framed = self.http11 = False
-        self.first = b""  # the first bytes received (a refused status line's text)
+        self.first = b""  # the first bytes received: a refused status line's text
         self.status, self.reason, self.count, self.length = 0, "", 0, -1
         self.parts: list[bytes] = []
 
     def feed(self, data: bytes) -> None:
-        if not self.final and b"\n" not in self.first:
-            self.first = (self.first + data)[:MAX_LINE]
+        if len(self.first) < FIRST_BYTES and b"\n" not in self.first:
+            self.first = (self.first + data)[:FIRST_BYTES]
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
