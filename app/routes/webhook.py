@@ -12,7 +12,7 @@ import time
 from flask import Blueprint, Response, request
 
 from app import decisions
-from app.admission import review
+from app.admit.usecase import review
 from app.core.bindingrule import BINDING
 from app.core.review import V1, ReviewError, errored, parse_review, review_response
 from app.metrics import WEBHOOK_RESULTS, WEBHOOK_SECONDS

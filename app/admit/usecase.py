@@ -41,7 +41,7 @@ def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:
 
 
 def _warn_dra(context: Context, outcome: AdmissionOutcome) -> AdmissionOutcome:
-    """Admitted for our scheduler while a DeviceClass serves a name it asks for: say so (app/drafilter.py
+    """Admitted for our scheduler while a DeviceClass serves a name it asks for: say so (app/filter/dra.py
     will refuse it); the pod is admitted all the same, as HAMi would."""
     pod = outcome.pod
     if not outcome.allowed or pod is None or scheduler_of(pod) != context.settings.scheduler_name:
