@@ -100,9 +100,7 @@ def serve() -> Iterator[Callable[..., Server]]:
             conn.close()
 
 
-def _send(
-    pool: urllib3.HTTPConnectionPool, method: str, path: str, body: bytes | None, read_timeout: float = 2.0
-) -> exchange.Answer:
+def _send(pool: urllib3.HTTPConnectionPool, method: str, path: str, body: bytes | None) -> exchange.Answer:
     headers = {
         "User-Agent": "hami-scheduler-test/1",
         "Accept": "application/json",
@@ -113,7 +111,7 @@ def _send(
         lines += b"Content-Type: application/merge-patch+json\r\n"
     length = None if body is None else len(body)
     head = exchange.request_head(method, path, exchange.host_header(pool), lines, length)
-    return exchange.send(pool, head, body, connect_timeout=2.0, read_timeout=read_timeout, method=method)
+    return exchange.send(pool, head, body, connect_timeout=2.0, read_timeout=2.0, method=method)
 
 
 @pytest.mark.parametrize(
@@ -430,11 +428,11 @@ def test_a_scripted_answer_and_the_next_call_on_the_pool_gets_its_own(
     server = serve(lambda n: pieces if n == 1 else SECOND, close_after=lambda n: close and n == 1)
     pool = urllib3.HTTPConnectionPool("127.0.0.1", server.port, maxsize=1)
     if isinstance(first, bytes):
-        answer = _send(pool, "GET", "/x", None, read_timeout=0.5)
+        answer = _send(pool, "GET", "/x", None)
         assert (answer.status, answer.body) == (200, first)
     else:
         with pytest.raises(urllib3.exceptions.HTTPError) as raised:
-            _send(pool, "GET", "/x", None, read_timeout=0.5)
+            _send(pool, "GET", "/x", None)
         assert first in str(raised.value)
     time.sleep(0.2)  # whatever else the server writes for the first call arrives before the second
     assert _send(pool, "GET", "/x", None).body == b"second"
