@@ -42,12 +42,13 @@ Invariants owned here:
   Transfer-Encoding; a transfer coding other than chunked; a malformed chunk; a header line without a
   colon or with space before it; a bare LF ending a line. A Content-Encoding other than identity is
   refused too (the request asks for identity).
-- Obsolete line folding (a header line starting with a space or tab, RFC 9112 5.2) is refused, the answer
-  with it: a server MUST NOT send it and the API server never does. RFC 9112 5.2 would have a user agent
-  replace each fold with spaces; refusing instead (llhttp's rule, as Node's clients do) is a deliberate
-  deviation that can fail a call but never frame one differently from the server. A folded
-  ` Content-Length` can neither cut a body short nor stand as a header: the call fails, the connection
-  is closed.
+- Obsolete line folding (a header line starting with a space or tab after a header line, RFC 9112 5.2) is
+  unfolded as that section requires of a user agent: each fold (CRLF followed by spaces or tabs) becomes one
+  space before llhttp reads the head, so the continuation belongs to the field it continues. A folded
+  ` Content-Length: 2` is therefore part of the previous field's value: it can neither frame the body nor
+  cut it short. A line starting with whitespace right after the status line continues no field and is
+  refused (RFC 9112 2.2 lets a recipient reject it). Only heads are unfolded (interim and final, each once
+  whole); the body is fed as received.
 - A failure raises what urllib3's `urlopen` (without retries) and `HTTPResponse.data` raise for it, with
   the same text: `ProtocolError('Connection aborted.', RemoteDisconnected(...))` for a connection closed
   before the answer, `ReadTimeoutError` for a timeout, `NewConnectionError`, `SSLError`, `Connection
@@ -86,6 +87,8 @@ MAX_HEAD = 1 << 20  # bytes before the final answer's body (interim answers incl
 READ_SIZE = 65536  # bytes asked of the socket per read
 FIRST_BYTES = 512  # bytes of a refused status line that its error shows
 STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?: [^\r\n]*)?\r?")
+HEAD_END = re.compile(rb"\r?\n\r?\n")  # a bare LF is found too, for llhttp to refuse
+FOLD = re.compile(rb"\r\n[ \t]+")  # obs-fold (RFC 9112 5.2)
 
 
 class Answer:
@@ -203,6 +206,7 @@ def receive(
     the connection may carry another request. Errors as urllib3 raises them: before the final answer's head
     is complete as `urlopen` (timeouts through the pool), after it as `HTTPResponse.data`."""
     reader = _Reader(head_only)
+    heads = _Heads(reader)
     head_bytes = 0
     while True:
         try:
@@ -213,9 +217,10 @@ def receive(
                 raise
             _body_failure(pool, exc)
         if not data:
+            heads.flush()
             return reader.at_end(), False
         try:
-            reader.feed(data)
+            heads.feed(data)
         except (HTTPException, OSError) as exc:
             if not reader.final:
                 raise
@@ -237,6 +242,47 @@ def _body_failure(pool: HTTPConnectionPool, exc: OSError) -> NoReturn:
             raise SSLError(exc) from exc
         raise ReadTimeoutError(pool, None, "Read timed out.") from exc
     raise ProtocolError(f"Connection broken: {exc!r}", exc) from exc
+
+
+class _Heads:
+    """Hands the answer to the reader with each head unfolded (RFC 9112 5.2): until the final answer's head
+    is read, bytes are kept until a head is whole; then that head, its folds replaced by a space, and what
+    follows go to the reader. Afterwards (the body) bytes go through as received."""
+
+    __slots__ = ("pending", "reader")
+
+    def __init__(self, reader: _Reader) -> None:
+        self.reader, self.pending = reader, b""
+
+    def feed(self, data: bytes) -> None:
+        if self.reader.final and not self.pending:
+            self.reader.feed(data)
+            return
+        self.pending += data
+        while not self.reader.final and not self.reader.complete:
+            end = HEAD_END.search(self.pending)
+            if end is None:
+                return
+            head, self.pending = self.pending[: end.end()], self.pending[end.end() :]
+            self.reader.feed(unfold(head))
+        rest, self.pending = self.pending, b""
+        if rest and not self.reader.complete:
+            self.reader.feed(rest)
+
+    def flush(self) -> None:
+        """The connection ended: what was kept (a head cut short) goes to the reader as it is."""
+        rest, self.pending = self.pending, b""
+        if rest:
+            self.reader.feed(unfold(rest))
+
+
+def unfold(head: bytes) -> bytes:
+    """`head` with each obsolete line fold after the status line replaced by one space (RFC 9112 5.2: a user
+    agent MUST replace each received obs-fold with one or more SP octets before interpreting the field)."""
+    first = head.find(b"\n") + 1
+    if first <= 0 or (b"\n " not in head and b"\n\t" not in head):
+        return head
+    return head[:first] + FOLD.sub(b" ", head[first:])
 
 
 class _Reader:

@@ -31,8 +31,6 @@ from app.k8s import exchange
 POOL = urllib3.HTTPConnectionPool("127.0.0.1", 1)
 STRICTER = frozenset(
     {
-        "fold",  # obsolete line folding: h11 replaces it with a space (RFC 9112 5.2), llhttp refuses
-        "fold-content-length",
         "content-length-repeated",  # identical repeated Content-Length: h11 takes it, llhttp refuses
         "content-length-and-chunked",  # h11 lets chunked win; RFC 9112 6.3: "ought to be handled as an error"
         "bare-lf",  # LF alone ending a head line: h11 accepts it (RFC 9112 2.2 MAY), llhttp refuses
@@ -41,6 +39,8 @@ STRICTER = frozenset(
 )
 DEFECTS = [
     *sorted(STRICTER),
+    "fold",  # obsolete line folding: both replace each fold with a space (RFC 9112 5.2)
+    "fold-content-length",
     "content-length-conflicting",
     "content-length-negative",
     "truncated",
