@@ -1,7 +1,7 @@
 """The commands README.md and docs/ show work as written on a fresh clone (issue 31 scope 1), as far as can
 be told without running them (tests/real/test_readme_walk.py runs the README's): a Python command in a code
 block says which Python (`.venv/bin/python`, the checkout's virtualenv), every `make` target named there
-exists, and every example a document names is there."""
+exists, every example a document names is there, and every relative link reaches its file and heading."""
 
 from __future__ import annotations
 
@@ -63,3 +63,35 @@ def test_every_example_named_exists() -> None:
         for name in re.findall(r"examples/[\w/.-]+\.yaml", path.read_text())
     }
     assert [f"{doc}: {name}" for doc, name in sorted(named) if not (REPO_ROOT / name).is_file()] == []
+
+
+def anchors(path: Path) -> set[str]:
+    """The heading anchors GitHub makes for a Markdown file (lower case, punctuation dropped, spaces to -,
+    a repeated heading numbered)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    inside = False
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        heading = None if inside else re.match(r"^#{1,6} (.*)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_every_relative_link_resolves() -> None:
+    broken = []
+    for document in DOCUMENTS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", document.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (document.parent / path).resolve() if path else document
+            if not linked.exists():
+                broken.append(f"{document.name}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                broken.append(f"{document.name}: {target} (no such heading)")
+    assert broken == []
