@@ -36,10 +36,10 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from app.core import podkeys, pods
+from app.core import notes, podkeys, pods
 from app.core.model import QuotaView
 from app.core.pods import PodError
-from app.core.quota import admission_fits
+from app.core.quota import admission_excess
 from app.core.review import (
     AdmissionInput,
     AdmissionOutcome,
@@ -55,6 +55,7 @@ from app.core.vendor import AdmissionError, InvalidRequest, Vendor
 DEFAULT_SCHEDULER = "default-scheduler"
 NO_CONTENT = "there is no content to decode"  # controller-runtime's decoder, for an absent object
 SKIPPED = "pod already has different scheduler assigned"
+QUOTA_DENIED = "exceeding resource quota"  # HAMi's denial; ours adds the resource and the amounts after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +187,8 @@ def _create(
     refused = pods.disabled_request(pod, settings.disabled_resources)
     if refused is not None:  # not ours to place: HAMi admits it silently
         warnings = (*warnings, f"{refused}; this scheduler will not place it")
+    if settings.scheduler_name and pods.spec(pod).get("schedulerName") == settings.scheduler_name:
+        warnings = (*warnings, *notes.pod_notes(pod, vendors))  # what HAMi clamps or ignores, told
     return dataclasses.replace(verdict, patch=patch, warnings=warnings, pod=pod)
 
 
@@ -282,8 +285,9 @@ def _decide(
         if spec.get("nodeName"):
             return denied("pod has node assigned")
 
-    if not admission_fits(requests, vendors, quota, namespace):
-        return denied("exceeding resource quota")
+    exceeded = admission_excess(requests, vendors, quota, namespace)
+    if exceeded is not None:  # HAMi's text first, so whatever matches it still matches
+        return denied(f"{QUOTA_DENIED}: {exceeded}")
     return allowed()
 
 

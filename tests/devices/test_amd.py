@@ -11,7 +11,7 @@ from vendor_builders import dev, fit_ctx, res, view
 from app.core.codec import CodecError
 from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, PodRequests
-from app.core.quota import admission_fits, build_view, tracked_resources
+from app.core.quota import admission_excess, build_view, tracked_resources
 from app.core.vendor import SHARED_LOCK, AdmissionError, AnnotationContext, InvalidRequest
 from app.devices.amd import Amd, AmdConfig, parse_amd_config
 
@@ -286,6 +286,6 @@ def test_webhook_refusals(limits: dict[str, Any], message: str) -> None:
 def test_admission_quota_sums_memory_and_percentages() -> None:
     """V§1.6: admission sums Memreq x Nums (MiB) and Coresreq x Nums (percent)."""
     view_ = build_view({"ns": {"amd.com/gpumem": 32768, "amd.com/gpucores": 100}}, {})
-    assert admission_fits(PodRequests(({"AMD": req(2, 16384, 50)},), 0), (AMD,), view_, "ns")
-    assert not admission_fits(PodRequests(({"AMD": req(2, 16385, 50)},), 0), (AMD,), view_, "ns")
-    assert not admission_fits(PodRequests(({"AMD": req(3, 100, 40)},), 0), (AMD,), view_, "ns")
+    assert admission_excess(PodRequests(({"AMD": req(2, 16384, 50)},), 0), (AMD,), view_, "ns") is None
+    assert admission_excess(PodRequests(({"AMD": req(2, 16385, 50)},), 0), (AMD,), view_, "ns") is not None
+    assert admission_excess(PodRequests(({"AMD": req(3, 100, 40)},), 0), (AMD,), view_, "ns") is not None

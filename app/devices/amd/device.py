@@ -33,7 +33,6 @@ from app.core.vendor import (
     Discovery,
     FitContext,
     FitOutcome,
-    InvalidRequest,
     NodeView,
     Reads,
 )
@@ -128,9 +127,7 @@ class Amd(NamedResources, Registered):
         if nums is None:
             return None
         memory = requests.integer(container, c.resource_memory_name, INT32_MAX, "MiB", limits_only=True)
-        cores = requests.integer(container, c.resource_core_name, 100, "percent", limits_only=True)
-        if cores == 0:
-            raise InvalidRequest(f"invalid {c.resource_core_name} value 0: must be between 1 and 100")
+        cores = requests.integer(container, c.resource_core_name, 100, "percent", limits_only=True, low=1)
         return DeviceRequest(nums, VENDOR, memory or 0, 0, 100 if cores is None else cores)
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:

@@ -96,12 +96,13 @@ def parse_awsneuron_config(value: Any) -> AwsNeuronConfig:
 def validated(raw: Any, name: str, high: int) -> int:
     """HAMi `validateResourceRequest`: an integer in 1..high, with HAMi's messages."""
     number = quantity.as_int64(raw)
+    within = f" (a whole number between 1 and {high})"  # after HAMi's words, which name one bound at most
     if number is None:
-        raise InvalidRequest(f"{name} must be an integer")
+        raise InvalidRequest(f"{name} must be an integer{within}")
     if number <= 0:
-        raise InvalidRequest(f"{name} must be greater than 0")
+        raise InvalidRequest(f"{name} must be greater than 0{within}")
     if number > high:
-        raise InvalidRequest(f"{name} must not exceed {high}")
+        raise InvalidRequest(f"{name} must not exceed {high}{within}")
     return number
 
 

@@ -173,7 +173,7 @@ class Mthreads(TemplatePlacement, CapacityDevices):
             return False
         count = quantity.ceil_value(raw)
         if count is None or count <= 0:
-            raise AdmissionError(f"{c.resource_count_name} must be greater than 0")
+            raise AdmissionError(f"{c.resource_count_name} must be greater than 0 (a whole number of GPUs)")
         limits = _limits(container)
         if count > 1:
             limits[c.resource_core_name] = str(count * CORES_PER_GPU)
