@@ -130,6 +130,16 @@ class Amd(NamedResources, Registered):
         cores = requests.integer(container, c.resource_core_name, 100, "percent", limits_only=True, low=1)
         return DeviceRequest(nums, VENDOR, memory or 0, 0, 100 if cores is None else cores)
 
+    def memory_text(self, amount: int) -> str:
+        return f"{amount} MiB"
+
+    def cores_text(self, amount: int) -> str:
+        """`app.core.units.Units`: an allocation records compute units (a request asks percent)."""
+        return f"{amount} CUs"
+
+    def request_cores_text(self, amount: int) -> str:
+        return f"{amount}%"
+
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """§2.11 Fit: the common checks, then memory (the whole card when none is asked), then CUs."""
 

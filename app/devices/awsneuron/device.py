@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.core import codec, health, pods, quantity
+from app.core import codec, health, pods, quantity, units
 from app.core.health import Health, Reported
 from app.core.model import (
     ContainerDevice,
@@ -223,6 +223,16 @@ class AwsNeuron(VendorDefaults):
         cores = validated(raw, c.resource_core_name, 2 * INT32_MAX)
         nums, per_device = split_cores(cores, c.resource_core_name)
         return DeviceRequest(nums, VENDOR, 0, 0, per_device)
+
+    def memory_text(self, amount: int) -> str:
+        return f"{amount} MiB"
+
+    def cores_text(self, amount: int) -> str:
+        """`app.core.units.Units`: an allocation records the mask of the NeuronCores it takes."""
+        return units.mask_text(amount, "NeuronCore")
+
+    def request_cores_text(self, amount: int) -> str:
+        return f"{amount} NeuronCores"
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         if request.nums > 1:
