@@ -460,7 +460,11 @@ def _over(resource: str, used: int, limit: int, requested: int) -> str:
     ("limits", "used", "pod", "denial"),
     [
         pytest.param(
-            {CORES: 100}, {CORES: 50}, make_pod(GPU), _over(CORES, 50, 100, 100), id="exclusive-counts-100-cores"
+            {CORES: 100},
+            {CORES: 50},
+            make_pod(GPU),
+            _over(CORES, 50, 100, 100),
+            id="exclusive-counts-100-cores",
         ),
         pytest.param({CORES: 150}, {CORES: 50}, make_pod(GPU), None, id="exactly-at-limit"),
         pytest.param({CORES: 0}, {}, make_pod(GPU), _over(CORES, 0, 0, 100), id="zero-limit-blocks"),
@@ -511,7 +515,8 @@ def test_quota_namespace_comes_from_the_request_when_the_object_has_none() -> No
     outcome = admit(request, AdmissionSettings(), vendors(), view)
     assert (outcome.allowed, outcome.message) == (
         False,
-        "exceeding resource quota: limits.nvidia.com/gpucores in namespace team: used 0, limit 50, requested 100",
+        "exceeding resource quota: limits.nvidia.com/gpucores in namespace team: used 0, limit 50, "
+        "requested 100",
     )
     assert admit(dataclasses.replace(request, namespace=""), AdmissionSettings(), vendors(), view).allowed
 
