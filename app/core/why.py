@@ -110,6 +110,10 @@ def _exhausted(facts: _Facts) -> str:
     )
 
 
+def _cordoned(facts: _Facts) -> str:
+    return f"{facts.count} of {facts.total} devices are cordoned (the node's hami.io/device-cordon)"
+
+
 def _unhealthy(facts: _Facts) -> str:
     sick = sum(1 for d in facts.devices if not d.health)
     return f"{sick} of {len(facts.devices)} devices are unhealthy"
@@ -157,6 +161,7 @@ SENTENCES: Mapping[str, Callable[[_Facts], str]] = {
     reasons.CARD_TIME_SLICING_EXHAUSTED: _slots,
     reasons.CARD_COMPUTE_UNITS_EXHAUSTED: _exhausted,
     reasons.CARD_NOT_HEALTH: _unhealthy,
+    reasons.CARD_CORDONED: _cordoned,
     reasons.CARD_UNHEALTHY: _unhealthy,
     reasons.CARD_TYPE_MISMATCH: _selectors("type"),
     reasons.CARD_UUID_MISMATCH: _selectors("uuid"),

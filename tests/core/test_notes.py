@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core_builders import pod
 
 from app.core.admission import AdmissionSettings, admit
 from app.core.notes import container_notes, controller_made, pod_notes
@@ -18,20 +19,6 @@ def ctr(limits: dict[str, Any], name: str = "main", **requests: Any) -> dict[str
     if requests:
         resources["requests"] = requests
     return {"name": name, "image": "x", "resources": resources}
-
-
-def pod(
-    *containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (), **metadata: Any
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": list(containers)}
-    if init:
-        spec["initContainers"] = list(init)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns", **metadata},
-        "spec": spec,
-    }
 
 
 def clamped(name: str, raw: str, per_device: str = "") -> str:
@@ -154,7 +141,9 @@ def test_a_malformed_pod_has_no_notes() -> None:
     ids=["no-owner", "empty-owners", "replicaset"],
 )
 def test_controller_made(metadata: dict[str, Any], made: bool) -> None:
-    assert controller_made(pod(ctr({}), **metadata)) is made
+    the_pod = pod(ctr({}))
+    the_pod["metadata"].update(metadata)
+    assert controller_made(the_pod) is made
 
 
 def _review(the_pod: dict[str, Any]) -> AdmissionInput:

@@ -76,6 +76,14 @@ def test_counted_parts() -> None:
         pytest.param(
             "nvidia",
             {},
+            asked("NVIDIA"),
+            "2/2 CardCordoned",
+            ["CardCordoned: 2 of 2 devices are cordoned (the node's hami.io/device-cordon)"],
+            id="cordoned",
+        ),
+        pytest.param(
+            "nvidia",
+            {},
             asked("NVIDIA", pct=50),
             "2/2 CardInsufficientMemory",
             [

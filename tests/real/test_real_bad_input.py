@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from sim.cluster.harness import running_cluster
-from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
-from sim.controlplane import binaries
 from sim.kit import podutil
 from sim.kit.kube import pod_path
 
@@ -27,13 +24,6 @@ CLAMPED = (
     "container main: nvidia.com/gpucores 150 is more than one whole device (100): it is treated as 100, "
     "as HAMi does"
 )
-
-
-@pytest.fixture(scope="module")
-def cluster(real_binaries: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    options = ClusterSpec(control_plane="real", nodes=2, gpus_per_node=2, zones=1)
-    with running_cluster(tmp_path_factory.mktemp("bad-input"), options) as stack:
-        yield stack
 
 
 def kubectl(
@@ -79,9 +69,9 @@ def running(stack: Stack, name: str, namespace: str = "default") -> dict[str, An
     return found
 
 
-def test_cores_above_100_are_admitted_fitted_as_100_and_told(cluster: Stack) -> None:
+def test_cores_above_100_are_admitted_fitted_as_100_and_told(small_cluster: Stack) -> None:
     done = kubectl(
-        cluster,
+        small_cluster,
         "create",
         "-f",
         "-",
@@ -89,44 +79,44 @@ def test_cores_above_100_are_admitted_fitted_as_100_and_told(cluster: Stack) -> 
     )
     assert done.returncode == 0, done.stderr
     assert f"Warning: {CLAMPED}" in done.stderr  # kubectl prints the AdmissionReview warning
-    pod = running(cluster, "cores-150")
+    pod = running(small_cluster, "cores-150")
     assert pod["spec"]["schedulerName"] == "hami-scheduler"
     device = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].split(":")[0].split(",")
     assert device[1] == "NVIDIA" and device[3] == "100"  # HAMi's clamp: the allocation holds 100 cores
 
 
-def test_a_count_of_0_with_memory_and_cores_runs_without_a_device_and_is_told(cluster: Stack) -> None:
+def test_a_count_of_0_with_memory_and_cores_runs_without_a_device_and_is_told(small_cluster: Stack) -> None:
     limits = {"nvidia.com/gpu": "0", "nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "30"}
-    done = kubectl(cluster, "create", "-f", "-", manifest=gpu_pod("count-0", limits))
+    done = kubectl(small_cluster, "create", "-f", "-", manifest=gpu_pod("count-0", limits))
     assert done.returncode == 0, done.stderr
     assert (
         "Warning: container main: nvidia.com/gpu is 0, so nvidia.com/gpumem and nvidia.com/gpucores are "
         "ignored: the container gets no NVIDIA device (as HAMi does)"
     ) in done.stderr
-    pod = running(cluster, "count-0")
+    pod = running(small_cluster, "count-0")
     assert pod["spec"]["schedulerName"] == "hami-scheduler"  # routed to us, as HAMi routes it
     allocated = pod["metadata"].get("annotations", {}).get("hami.io/vgpu-devices-allocated", "")
     assert "GPU-" not in allocated  # and no device
 
 
-def test_a_memory_percentage_of_0_is_the_whole_card_and_told(cluster: Stack) -> None:
+def test_a_memory_percentage_of_0_is_the_whole_card_and_told(small_cluster: Stack) -> None:
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "0"}
-    done = kubectl(cluster, "create", "-f", "-", manifest=gpu_pod("percent-0", limits))
+    done = kubectl(small_cluster, "create", "-f", "-", manifest=gpu_pod("percent-0", limits))
     assert done.returncode == 0, done.stderr
     assert (
         "Warning: container main: nvidia.com/gpumem-percentage 0 is read as unset: the container gets the "
         "whole device's memory, as HAMi does"
     ) in done.stderr
-    pod = running(cluster, "percent-0")
+    pod = running(small_cluster, "percent-0")
     device = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].split(":")[0].split(",")
-    node = cluster.kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}") if cluster.kube else {}
+    node = small_cluster.kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}") if small_cluster.kube else {}
     register = node["metadata"]["annotations"]["hami.io/node-nvidia-register"]
     assert f'"devmem":{device[2]},' in register  # the whole card's memory
 
 
-def test_a_negative_core_value_is_refused_with_the_range_enforced(cluster: Stack) -> None:
+def test_a_negative_core_value_is_refused_with_the_range_enforced(small_cluster: Stack) -> None:
     done = kubectl(
-        cluster,
+        small_cluster,
         "create",
         "-f",
         "-",
@@ -140,8 +130,8 @@ def test_a_negative_core_value_is_refused_with_the_range_enforced(cluster: Stack
     ) in done.stderr
 
 
-def test_a_controller_made_pod_gets_the_warning_as_an_event(cluster: Stack) -> None:
-    kube = cluster.kube
+def test_a_controller_made_pod_gets_the_warning_as_an_event(small_cluster: Stack) -> None:
+    kube = small_cluster.kube
     assert kube is not None
     owner = kube.create(
         "/api/v1/namespaces/default/configmaps",
@@ -161,13 +151,13 @@ def test_a_controller_made_pod_gets_the_warning_as_an_event(cluster: Stack) -> N
     (event,) = wait_for(told, 60, "the AdmissionWarning event")
     assert (event["type"], event["message"]) == ("Warning", f"admitted with warnings: {CLAMPED}")
     assert event["source"]["component"] == "hami-scheduler"
-    running(cluster, "made")
+    running(small_cluster, "made")
     time.sleep(2)
     assert len(told()) == 1  # once, not per scheduling attempt
 
 
-def test_the_quota_denial_keeps_hamis_text_and_adds_the_numbers(cluster: Stack) -> None:
-    kube = cluster.kube
+def test_the_quota_denial_keeps_hamis_text_and_adds_the_numbers(small_cluster: Stack) -> None:
+    kube = small_cluster.kube
     assert kube is not None
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
     quota = {
@@ -184,7 +174,7 @@ def test_the_quota_denial_keeps_hamis_text_and_adds_the_numbers(cluster: Stack) 
     )
 
     def denied() -> str:  # server-side dry runs until the worker has seen the quota
-        done = kubectl(cluster, "create", "--dry-run=server", "-f", "-", manifest=pod)
+        done = kubectl(small_cluster, "create", "--dry-run=server", "-f", "-", manifest=pod)
         return done.stderr if done.returncode else ""
 
     assert expected in wait_for(denied, 60, "the quota denial")

@@ -13,15 +13,11 @@ FailedScheduling event appears twice").
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from sim.cluster.harness import running_cluster
-from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
-from sim.controlplane import binaries
 from sim.kit.kube import pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
@@ -29,13 +25,6 @@ NOTE = (
     "0/2 nodes are available: 2 2/2 CardInsufficientMemory. preemption: 0/2 nodes are available: "
     "2 No preemption victims found for incoming pod."
 )
-
-
-@pytest.fixture(scope="module")
-def cluster(real_binaries: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    options = ClusterSpec(control_plane="real", nodes=2, gpus_per_node=2, zones=1)
-    with running_cluster(tmp_path_factory.mktemp("events"), options) as stack:
-        yield stack
 
 
 def _events(stack: Stack, uid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -52,9 +41,9 @@ def _events(stack: Stack, uid: str) -> tuple[list[dict[str, Any]], list[dict[str
 
 
 def test_failed_scheduling_comes_twice_from_kube_scheduler_and_filtering_failed_once_each(
-    cluster: Stack,
+    small_cluster: Stack,
 ) -> None:
-    kube = cluster.kube
+    kube = small_cluster.kube
     assert kube is not None
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "200000"}
     pod = {
@@ -66,13 +55,13 @@ def test_failed_scheduling_comes_twice_from_kube_scheduler_and_filtering_failed_
     created = kube.create(pod_path("default"), pod)
     uid, born = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
     deadline = time.monotonic() + 60
-    while len(_events(cluster, uid)[0]) < 2:
+    while len(_events(small_cluster, uid)[0]) < 2:
         assert time.monotonic() < deadline, (
-            f"expected two FailedScheduling events, got {_events(cluster, uid)[0]}"
+            f"expected two FailedScheduling events, got {_events(small_cluster, uid)[0]}"
         )
         time.sleep(0.3)
     time.sleep(5)  # and no third while nothing changes
-    failed, filtering = _events(cluster, uid)
+    failed, filtering = _events(small_cluster, uid)
     assert len(failed) == 2
     assert {e["note"] for e in failed} == {NOTE}
     assert all(e["action"] == "Scheduling" and e["reportingController"] == "hami-scheduler" for e in failed)
