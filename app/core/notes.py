@@ -45,13 +45,6 @@ def _number(container: Mapping[str, Any], name: str) -> tuple[Any, int | None]:
     return raw, (None if raw is None else quantity.as_int64(raw))
 
 
-def _request(vendor: Vendor, container: Mapping[str, Any]) -> DeviceRequest | None:
-    try:
-        return vendor.container_request(container)
-    except InvalidRequest:  # refused elsewhere (the webhook's denial, the filter's Error)
-        return None
-
-
 def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
@@ -72,6 +65,25 @@ def _zero_count(vendor: Vendor, container: Mapping[str, Any]) -> list[str]:
     return [
         f"{names.count} is 0, so {_and(others)} {verb} ignored: the container gets no {vendor.key} "
         "device (as HAMi does)"
+    ]
+
+
+def _no_count(vendor: Vendor, container: Mapping[str, Any]) -> list[str]:
+    """Memory or cores of a vendor whose request they do not make (no count: AMD, Ascend, Hygon, ...)."""
+    names = vendor.resources
+    if _number(container, names.count)[1] == 0:  # a count of 0: _zero_count says it
+        return []
+    named = [
+        n
+        for n in (names.memory, names.memory_percentage, names.cores)
+        if _number(container, n)[0] is not None
+    ]
+    if not named:
+        return []
+    verb = "is" if len(named) == 1 else "are"
+    return [
+        f"{_and(named)} {verb} ignored without {names.count}: the container gets no {vendor.key} device "
+        "(as HAMi does)"
     ]
 
 
@@ -111,9 +123,14 @@ def container_notes(container: Mapping[str, Any], vendors: Sequence[Vendor]) -> 
     """What HAMi clamps or ignores in this container, one sentence each (the container not named)."""
     notes: list[str] = []
     for vendor in vendors:
-        request = _request(vendor, container)
+        try:
+            request = vendor.container_request(container)
+        except InvalidRequest:  # refused, not told (the webhook's denial, the filter's Error)
+            continue
         notes.extend(_zero_count(vendor, container))
-        if request is not None and request.nums > 0:
+        if request is None:
+            notes.extend(_no_count(vendor, container))
+        elif request.nums > 0:
             notes.extend(_cores_above_whole(vendor, container, request))
             notes.extend(_zero_memory(vendor, container, request))
         if isinstance(vendor, RequestNotes):

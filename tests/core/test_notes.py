@@ -65,6 +65,14 @@ def unset(name: str) -> str:
             id="amd-count-0-ignores-memory",
         ),
         pytest.param(
+            {"amd.com/gpumem": "1024", "amd.com/gpucores": "50"},
+            [
+                "amd.com/gpumem and amd.com/gpucores are ignored without amd.com/gpu: the container gets no "
+                "AMD device (as HAMi does)"
+            ],
+            id="amd-memory-and-cores-without-a-count",
+        ),
+        pytest.param(
             {"hygon.com/dcunum": "1", "hygon.com/dcucores": "120"},
             [clamped("hygon.com/dcucores", "120")],
             id="hygon-cores-clamped",

@@ -270,17 +270,26 @@ def test_webhook(limits: dict[str, Any], expected: bool) -> None:
         pytest.param(
             {"amd.com/gpu": 1, "amd.com/gpucores": "50.5"}, "integer percentage", id="V§2.11 non-integer"
         ),
-        pytest.param(
-            {"amd.com/gpumem": 1024},
-            "amd.com/gpumem requires amd.com/gpu",
-            id="V§3.11 #4 memory alone refused",
-        ),
-        pytest.param({"amd.com/gpucores": 50}, "amd.com/gpucores requires amd.com/gpu", id="cores alone"),
     ],
 )
 def test_webhook_refusals(limits: dict[str, Any], message: str) -> None:
     with pytest.raises(AdmissionError, match=message):
         AMD.mutate_container(res(limits=limits), {})
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        pytest.param({"amd.com/gpumem": 1024}, id="V§3.11 #4 memory alone"),
+        pytest.param({"amd.com/gpucores": 50}, id="cores alone"),
+    ],
+)
+def test_memory_or_cores_without_the_count_route_the_pod_with_no_request(limits: dict[str, Any]) -> None:
+    """HAMi's V§3.11 #4, kept: found (the pod goes to the GPU scheduler), no request, nothing mutated; the
+    webhook's warning says so (tests/core/test_notes.py)."""
+    container = res(limits=limits)
+    assert AMD.mutate_container(container, {}) is True and container == res(limits=limits)
+    assert AMD.container_request(container) is None
 
 
 def test_admission_quota_sums_memory_and_percentages() -> None:

@@ -167,7 +167,8 @@ class Amd(NamedResources, Registered):
 
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """§2.11 MutateAdmission: no mutation; with the count, a core limit must be a percentage 1..100.
-        Memory or cores without the count are refused (HAMi admits them with no request, §3.11 #4)."""
+        Memory or cores without the count route the pod to us with no request, as in HAMi (§3.11 #4); the
+        webhook says they are ignored (app.core.notes)."""
         c = self.config
         count = requests.lookup(container, c.resource_count_name, limits_only=True)
         if count is not None:
@@ -177,12 +178,8 @@ class Amd(NamedResources, Registered):
                     f"{c.resource_core_name} must be an integer percentage between 1 and 100"
                 )
             return True
-        for name in (c.resource_memory_name, c.resource_core_name):
-            if requests.lookup(container, name, limits_only=True) is not None:
-                raise AdmissionError(
-                    f"{name} requires {c.resource_count_name} in the same container's limits"
-                )
-        return False
+        named = (c.resource_memory_name, c.resource_core_name)
+        return any(requests.lookup(container, name, limits_only=True) is not None for name in named if name)
 
 
 def quantity_percent(value: Any) -> int | None:
