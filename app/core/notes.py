@@ -49,30 +49,11 @@ def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def _zero_count(vendor: Vendor, container: Mapping[str, Any]) -> list[str]:
+def _ignored(vendor: Vendor, container: Mapping[str, Any]) -> list[str]:
+    """The vendor's memory and cores when its request is none: after a count of 0 (`nvidia.com/gpu: "0"`),
+    or without a count (`amd.com/gpumem` alone: AMD's webhook routes the pod all the same, V§3.11 #4)."""
     names = vendor.resources
     raw, count = _number(container, names.count)
-    if raw is None or count != 0:
-        return []
-    others = [
-        n
-        for n in (names.memory, names.memory_percentage, names.cores)
-        if _number(container, n)[0] is not None
-    ]
-    if not others:
-        return []
-    verb = "is" if len(others) == 1 else "are"
-    return [
-        f"{names.count} is 0, so {_and(others)} {verb} ignored: the container gets no {vendor.key} "
-        "device (as HAMi does)"
-    ]
-
-
-def _no_count(vendor: Vendor, container: Mapping[str, Any]) -> list[str]:
-    """Memory or cores of a vendor whose request they do not make (no count: AMD, Ascend, Hygon, ...)."""
-    names = vendor.resources
-    if _number(container, names.count)[1] == 0:  # a count of 0: _zero_count says it
-        return []
     named = [
         n
         for n in (names.memory, names.memory_percentage, names.cores)
@@ -80,11 +61,13 @@ def _no_count(vendor: Vendor, container: Mapping[str, Any]) -> list[str]:
     ]
     if not named:
         return []
-    verb = "is" if len(named) == 1 else "are"
-    return [
-        f"{_and(named)} {verb} ignored without {names.count}: the container gets no {vendor.key} device "
-        "(as HAMi does)"
-    ]
+    ignored = f"{_and(named)} {'is' if len(named) == 1 else 'are'} ignored"
+    why = (
+        f"{names.count} is 0, so {ignored}:"
+        if raw is not None and count == 0
+        else f"{ignored} without {names.count}:"
+    )
+    return [f"{why} the container gets no {vendor.key} device (as HAMi does)"]
 
 
 def _cores_above_whole(vendor: Vendor, container: Mapping[str, Any], request: DeviceRequest) -> list[str]:
@@ -127,9 +110,8 @@ def container_notes(container: Mapping[str, Any], vendors: Sequence[Vendor]) -> 
             request = vendor.container_request(container)
         except InvalidRequest:  # refused, not told (the webhook's denial, the filter's Error)
             continue
-        notes.extend(_zero_count(vendor, container))
         if request is None:
-            notes.extend(_no_count(vendor, container))
+            notes.extend(_ignored(vendor, container))
         elif request.nums > 0:
             notes.extend(_cores_above_whole(vendor, container, request))
             notes.extend(_zero_memory(vendor, container, request))
