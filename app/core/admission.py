@@ -22,6 +22,9 @@ capacity look free or name other devices. A device resource value the
 filter would refuse (e.g. `nvidia.com/gpumem: 16Gi`) is denied with code 400 instead of admitted as a
 non-GPU pod (quirk #5).
 
+An allowed pod routed to our scheduler carries one warning per value HAMi clamps or ignores
+(`app.core.notes`: cores above 100, a count of 0 next to memory, ...), said rather than refused.
+
 The HTTP layer calls `parse_review` → `admit` → `review_response` (the envelope lives in app.core.review
 and is re-exported here).
 """

@@ -3,10 +3,11 @@
 Why it exists: HAMi admits a few values it then silently changes — `nvidia.com/gpucores: 150` is fitted as
 100 (its Fit clamps, quirk #5), `nvidia.com/gpu: "0"` with `nvidia.com/gpumem` routes the pod to the GPU
 scheduler and runs it with no device, `nvidia.com/gpumem-percentage: 0` and `nvidia.com/gpumem: 0` mean the
-whole card. We keep HAMi's decision (refusing would break pods HAMi admits) and say what was done: the
-webhook returns these notes as AdmissionReview `warnings` (kubectl prints them to whoever created the
-pod), and the leader's registration worker posts them as one pod Event for pods a controller made
-(workers/notices.py), since a controller does not show its warnings to anyone.
+whole card, `amd.com/gpumem` without `amd.com/gpu` routes the pod and asks nothing (V§3.11 #4). We keep
+HAMi's decision (refusing would break pods HAMi admits) and say what was done: the webhook returns these
+notes as AdmissionReview `warnings` (kubectl prints them to whoever created the pod), and the leader's
+registration worker posts them as one pod Event for pods a controller made (workers/notices.py), since a
+controller does not show its warnings to anyone.
 
 The notes are computed from the stored pod alone (the same function at admission and when the worker sees
 the pod), for every vendor alike from its resource names (`Vendor.resources`) and its request
