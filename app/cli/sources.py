@@ -191,7 +191,7 @@ def fetch_state(
             raise CliError(f"{target}: HTTP 404: {_not_here(url)}") from None
         raise CliError(f"{target}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise CliError(f"{target}: {_told(exc, cert)}") from None
+        raise CliError(f"{target}: {_told(exc, cert, target.startswith('https:'))}") from None
     except ValueError:
         raise CliError(f"{target}: the answer is not JSON") from None
 
@@ -214,7 +214,7 @@ def _not_here(url: str) -> str:
     )
 
 
-def _told(exc: OSError, cert: str | None) -> str:
+def _told(exc: OSError, cert: str | None, https: bool) -> str:
     """One sentence for a failed connection: what the TLS refusal means and the flags that fix it."""
     error = getattr(exc, "reason", None) if isinstance(exc, urllib.error.URLError) else exc
     tls = str(getattr(error, "reason", "") or "") if isinstance(error, ssl.SSLError) else ""
@@ -224,13 +224,19 @@ def _told(exc: OSError, cert: str | None) -> str:
             f"the replica {given} ({tls}): this is its extender listener, where only kube-scheduler's is "
             f"accepted: {CLIENT_FLAGS}"
         )
+    if isinstance(error, http.client.RemoteDisconnected) and not https:
+        return f"{error}: the replica serves HTTPS only (--url https://...)"
+    if https and isinstance(error, ssl.SSLEOFError | ConnectionResetError):
+        # the same refusal when the server's alert is lost: it closed while our request was unread (RST)
+        return (
+            f"the replica closed the TLS connection ({error}): on its extender listener that is a missing "
+            f"or refused client certificate, where only kube-scheduler's is accepted: {CLIENT_FLAGS}"
+        )
     if isinstance(error, ssl.SSLCertVerificationError):
         return (
             f"the replica's certificate is not trusted ({error.verify_message}): pass the CA that signed it "
             "with --ca-file (ca.crt of the chart's Secret <release>-tls), or --insecure"
         )
-    if isinstance(error, http.client.RemoteDisconnected):
-        return f"{error}: the replica serves HTTPS only (--url https://...)"
     return str(error or exc)
 
 

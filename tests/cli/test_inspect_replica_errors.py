@@ -105,11 +105,14 @@ def test_the_public_listeners_404_names_the_extender_listener(public: str, certs
 
 
 def test_a_missing_client_certificate_names_the_flags(extender: str, certs: dict[str, str]) -> None:
-    """(A client certificate of another CA: the real extender's TLSV1_ALERT_UNKNOWN_CA is told the same
-    way, tests/real/test_sim_up.py; Python's server here ends such a handshake without the alert.)"""
+    """The server's alert (TLSV13_ALERT_CERTIFICATE_REQUIRED) can be lost when it closes with our request
+    unread (a reset): the sentence then names the same cause as the likely one. (A client certificate of
+    another CA, TLSV1_ALERT_UNKNOWN_CA from the real extender: tests/real/test_sim_up.py.)"""
     told = inspect("--url", extender, "--ca-file", certs["ca"])
-    assert "the replica requires a client certificate (TLSV13_ALERT_CERTIFICATE_REQUIRED)" in told
-    assert "extender listener, where only kube-scheduler's is accepted" in told
+    alert = "the replica requires a client certificate (TLSV13_ALERT_CERTIFICATE_REQUIRED)"
+    lost = "the replica closed the TLS connection ("
+    assert alert in told or lost in told, told
+    assert "extender listener" in told and "only kube-scheduler's is accepted" in told
     assert "--cert <tls.crt> --key <tls.key> of the chart's Secret <release>-kube-scheduler-client" in told
 
 
