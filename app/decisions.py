@@ -17,7 +17,7 @@ Fields (JSON keys; absent when they do not apply):
     score         the chosen node's score (filter)
     devices       [{container, vendor, uuid, memory_mib, cores}] the allocation written (filter)
     candidates    how many nodes kube-scheduler offered (filter)
-    reason        bounded: the denial key (filter), the bind reason (app.binding), the admission status
+    reason        bounded: the denial key (filter), the bind reason (app.bind.usecase), the admission status
                   reason (and status_message); with `reasons` the count of nodes per failure reason
                   (filter, not placed)
     error         the Error text answered, if any

@@ -15,8 +15,8 @@ from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
 from app import logs
-from app.allocwrite import AllocationWriter
 from app.context import Context
+from app.filter.write import AllocationWriter
 from app.k8s.client import connect, user_agent
 from app.k8s.events import EventRecorder
 from app.metrics import ALLOCATION_WRITE_SECONDS, ReplicaCollector, init_metrics

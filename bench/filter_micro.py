@@ -31,7 +31,7 @@ import orjson
 from app.core.decision import allocation_annotations, pod_context
 from app.core.model import ContainerDevice
 from app.devices import build_vendors
-from app.filteroutcome import FilterOutcome
+from app.filter.outcome import FilterOutcome
 from app.state import snapshot
 from app.state.inventory import InventoryCache
 from bench import cluster
@@ -62,8 +62,8 @@ def _rss_mb() -> dict[str, float]:
 
 def _measure(state_dir: str, kubeconfig: str, pods: int, seed: int, profile: int) -> dict[str, Any]:
     """Runs in a fresh process: build a worker's context and time the filter decision for `pods` pods."""
-    from app import filtering
     from app.factory import build_context
+    from app.filter import usecase as filtering
     from app.state.ledger import ASSUMED, CONFIRMED
     from config.settings import Settings
 

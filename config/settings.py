@@ -136,9 +136,10 @@ class Settings:
     inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
     bind_lock_wait: float = 10.0
-    # HAMI_FILTER_WRITE: where /filter writes the allocation (app/allocwrite.py). `deferred`: after answering,
-    # deciding on the request's pod; `sync`: before answering, on the pod read from the API; `auto`: deferred
-    # where the caller is authenticated kube-scheduler (scheduler routes behind a client CA), else sync.
+    # HAMI_FILTER_WRITE: where /filter writes the allocation (app/filter/write.py). `deferred`: after
+    # answering, deciding on the request's pod; `sync`: before answering, on the pod read from the API;
+    # `auto`: deferred where the caller is authenticated kube-scheduler (scheduler routes behind a client
+    # CA), else sync.
     filter_write: str = "auto"
     bind_write_wait: float = 5.0  # HAMI_BIND_WRITE_WAIT: how long /bind waits for a pending write
 

@@ -13,12 +13,12 @@ import time
 from flask import Blueprint, Response, request
 
 from app import decisions
-from app.binding import bind_pod
-from app.bindoutcome import BOUND_OK
+from app.bind.outcome import BOUND_OK
+from app.bind.usecase import bind_pod
 from app.core import pods
 from app.core.inventory import node_name
-from app.drafilter import filter_pod
-from app.filteroutcome import FilterOutcome
+from app.filter.dra import filter_pod
+from app.filter.outcome import FilterOutcome
 from app.metrics import (
     BIND_PHASE_SECONDS,
     BIND_RESULTS,
@@ -33,7 +33,7 @@ from app.metrics import (
     PREEMPT_RESULTS,
     observe_phases,
 )
-from app.preempting import preempt_pod
+from app.preempt.extender import preempt_pod
 from app.routes.common import BodyError, context, json_body, json_response, text_response
 from app.routes.wire import (
     BindingArgs,
@@ -46,7 +46,7 @@ from app.routes.wire import (
 )
 
 logger = logging.getLogger(__name__)
-BAD_REQUEST, INTERNAL = "bad-request", "internal"  # bind reasons decided here (the rest: app.binding)
+BAD_REQUEST, INTERNAL = "bad-request", "internal"  # bind reasons decided here (the rest: app.bind.usecase)
 blueprint = Blueprint("extender", __name__)
 
 

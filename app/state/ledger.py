@@ -14,7 +14,7 @@ which holds SQLite's single write lock (app/state/ledgerdb.py: explicit transact
 default ones, which would let a read-then-insert race).
 
 Beside a row this replica's deferred write confirmed, the pod as that write's answer showed it (table
-`written`) is kept for one bind (`take_written`), which then needs no GET of the pod (app/binding.py).
+`written`) is kept for one bind (`take_written`), which then needs no GET of the pod (app/bind/usecase.py).
 
 Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
 view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
@@ -240,7 +240,7 @@ class Ledger(LedgerConnection):
     def resolve_write(
         self, uid: str, allocation: str, *, written: bool, pod: Mapping[str, Any] | None = None
     ) -> bool:
-        """A deferred allocation write's outcome (app/allocwrite.py), on the row it was written for only —
+        """A deferred allocation write's outcome (app/filter/write.py), on the row it was written for only —
         still `assumed`, same allocation: written -> `confirmed`, failed -> forgotten. False when the row
         was replaced, forgotten or moved on meanwhile (then nothing changes).
 
@@ -268,7 +268,7 @@ class Ledger(LedgerConnection):
     def take_written(self, uid: str) -> dict[str, Any] | None:
         """The pod as this replica's confirmed write of `uid` left it (`resolve_write`), handed out once:
         only while the row is still the `confirmed` one that write made (same allocation); gone after this
-        call either way, and with the row, and on a rebuild (app/binding.py reads the pod then). Where
+        call either way, and with the row, and on a rebuild (app/bind/usecase.py reads the pod then). Where
         there is none (the usual case outside the deferred write) nothing waits for the write lock."""
         with self._lock:
             if self._db.execute("SELECT 1 FROM written WHERE uid = ?", (uid,)).fetchone() is None:

@@ -1,9 +1,9 @@
 """A ledger row built from a pod's own annotations (the API server is the truth).
 
 The registration worker rebuilds and follows the ledger with it, and /bind adopts with it a pod that
-another replica filtered (app.binding): both must produce the same row for the same pod, or a rebuild would
-not equal the live ledger. /bind's re-check decodes every pod on the node each time (`PodUses` keeps what it
-decoded, by UID and resourceVersion: the same pod version always decodes the same).
+another replica filtered (app.bind.usecase): both must produce the same row for the same pod, or a rebuild
+would not equal the live ledger. /bind's re-check decodes every pod on the node each time (`PodUses` keeps
+what it decoded, by UID and resourceVersion: the same pod version always decodes the same).
 """
 
 from __future__ import annotations

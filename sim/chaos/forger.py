@@ -16,8 +16,9 @@ shape of forgery:
 | `rogue-cert-bind` | a certificate of another CA (extender) | same |
 
 The first group holds a certificate kube-scheduler's CA signed (it leaked, or another process of the pod
-calls 127.0.0.1): the verbs themselves must refuse (app/filtering.py, app/binding.py). The last group has
-no identity: the transport must refuse (404 on the public port, the TLS handshake on the extender's).
+calls 127.0.0.1): the verbs themselves must refuse (app/filter/usecase.py, app/bind/usecase.py). The last
+group has no identity: the transport must refuse (404 on the public port, the TLS handshake on the
+extender's).
 
 Every answer is recorded by kind: `refused: <Error, names blanked>`, `404`, `tls-refused`, `no-op` (a
 re-bind of a pod bound to that node is answered without writing anything, as a retried bind must be; a

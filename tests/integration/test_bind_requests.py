@@ -2,7 +2,7 @@
 client certificate (HAMI_FILTER_WRITE=deferred) sends, on the pod and its node, exactly the allocation
 PATCH, the node lock (one JSON patch: no GET of the node while it is free), the re-check's LIST, the
 bind-phase PATCH and the Binding — no GET of the pod: the ledger keeps the write's answer for the bind
-(app/binding.py `_written`). Before: 7 requests (+ GET pod, + GET node). And the failure paths that the
+(app/bind/usecase.py `_written`). Before: 7 requests (+ GET pod, + GET node). And the failure paths that the
 removed reads used to guard:
 - the pod deleted and recreated under the same name after the write: the bind fails on the stamp's UID and
   resourceVersion preconditions and never binds (or stamps) the new incarnation;
@@ -137,7 +137,7 @@ def test_a_lock_held_by_another_pod_is_hamis_contention(
     assert _state(service, pod["metadata"]["uid"]) is None
     _release(cluster, node)
     # Filtered again onto the same node, now free: the process remembers the contention for a few seconds
-    # (app/bindwait.py), so this bind reads the node first instead of trying the blind take.
+    # (app/bind/wait.py), so this bind reads the node first instead of trying the blind take.
     assert service.filter(cluster.pod("br-blocked"), [node])["NodeNames"] == [node]
     wait_for(lambda: _state(service, pod["metadata"]["uid"]) == "confirmed", 10, "the write confirmed")
     emulator.clear_requests()

@@ -135,7 +135,7 @@ def test_a_write_lands_after_the_replica_lost_the_lease(
 ) -> None:
     """The write was handed off while this replica led; it lands after the lease moved (exactly as HAMi's
     PATCH would have), and a bind reaching this replica is refused until it leads again — the new leader
-    binds from the API's view instead (app/binding.py re-checks it there against its own ledger)."""
+    binds from the API's view instead (app/bind/usecase.py re-checks it there against its own ledger)."""
     standby = start_service(
         workers=1, registrar="standin", env={"HAMI_FILTER_WRITE": "deferred", "HAMI_BIND_WRITE_WAIT": "2s"}
     )

@@ -1,5 +1,5 @@
 """What the bind without reads relies on, shown on the real kube-apiserver (issue 20 scope 2; app/k8s/
-objects.py `add_node_annotation_if_absent`, app/binding.py `_written`). One control plane start, no
+objects.py `add_node_annotation_if_absent`, app/bind/usecase.py `_written`). One control plane start, no
 kube-scheduler:
 
 - a JSON patch `test` of `null` passes on a missing annotation (gopkg.in/evanphx/json-patch.v4, which

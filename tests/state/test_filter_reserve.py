@@ -1,4 +1,4 @@
-"""The Filter use case's decide-and-assume step on the fast path (app/filtering.py `reserve`).
+"""The Filter use case's decide-and-assume step on the fast path (app/filter/usecase.py `reserve`).
 
 Real ledger and snapshot files in a temporary state directory; no API server (reserve never calls it).
 Each placement is compared with what the reference `decide` says for the same state.
@@ -12,10 +12,10 @@ from typing import Any, cast
 import pytest
 from core_builders import VENDORS, ctr, gpu, node, pod
 
-from app import filtering
 from app.context import Context
 from app.core.decision import Policies, decide, pod_context
 from app.core.model import DeviceUse
+from app.filter import usecase as filtering
 from app.state import snapshot
 from app.state.inventory import InventoryCache
 from app.state.ledger import ASSUMED, BOUND, Entry, Ledger

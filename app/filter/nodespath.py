@@ -13,7 +13,7 @@ from app.context import Context
 from app.core.decision import decide, pod_context
 from app.core.inventory import NodeUnregistered, decode_node, node_name
 from app.core.model import NodeDevices
-from app.filteroutcome import FilterOutcome
+from app.filter.outcome import FilterOutcome
 
 
 def simulate(context: Context, pod: Mapping[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:

@@ -1,10 +1,10 @@
-"""The two bounded waits of a bind (app/binding.py): for this replica's allocation write of the pod, and
+"""The two bounded waits of a bind (app/bind/usecase.py): for this replica's allocation write of the pod, and
 for the node locks.
 
 Invariants owned here:
 - A bind never overtakes the filter's allocation write: while the write is pending (the ledger row
-  `assumed`, app/allocwrite.py) it waits, bounded by HAMI_BIND_WRITE_WAIT; still pending then, the bind
-  fails (and forgets the reservation, in app/binding.py).
+  `assumed`, app/filter/write.py) it waits, bounded by HAMI_BIND_WRITE_WAIT; still pending then, the bind
+  fails (and forgets the reservation, in app/bind/usecase.py).
 - Every lock the pod's vendors need is taken, all or none, within HAMI_BIND_LOCK_WAIT: under contention the
   ones taken are given back before waiting, so a bind never sits on one lock while it waits for another;
   everything taken, or maybe taken, is in `held` for the caller to release on failure.
@@ -27,7 +27,7 @@ from datetime import timedelta
 
 from cachetools import TTLCache
 
-from app.bindoutcome import LOCK_CONTENDED, NODE_LOOKUP, WRITE_PENDING, BindOutcome, Failed
+from app.bind.outcome import LOCK_CONTENDED, NODE_LOOKUP, WRITE_PENDING, BindOutcome, Failed
 from app.context import Context
 from app.core import nodelock
 from app.core.vendor import LockSpec
@@ -122,7 +122,7 @@ WRITE_POLL_FIRST, WRITE_POLL_MAX = 0.002, 0.05  # seconds between looks at a pen
 
 def await_write(context: Context, ref: PodRef, outcome: BindOutcome) -> None:
     """Wait, bounded by HAMI_BIND_WRITE_WAIT, while this replica's allocation write of the pod is pending
-    (its ledger row `assumed`: /filter answered before the write, app/allocwrite.py). The row then says how
+    (its ledger row `assumed`: /filter answered before the write, app/filter/write.py). The row then says how
     it went: `confirmed` (the annotations are on the pod: bind on), or gone (the write failed, or this
     replica never filtered the pod: the pod as the API shows it decides). Still pending at the bound:
     the bind fails (and forgets the reservation); the pod is filtered again."""

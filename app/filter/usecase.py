@@ -1,6 +1,6 @@
 """The Filter use case: decide -> assume -> patch the pod -> answer one node (reference §4.1); where the
 caller is authenticated kube-scheduler: decide -> assume -> answer, the patch following off the serial path
-(app/allocwrite.py, HAMI_FILTER_WRITE).
+(app/filter/write.py, HAMI_FILTER_WRITE).
 
 The decision is the worker's fast path (`app.state.fastpath`), which answers exactly what the reference
 `decide` answers without evaluating every node (milliseconds instead of a second at 5,000 nodes); the Nodes
@@ -12,7 +12,7 @@ Invariants owned here:
   decide again on fresher usage (bounded), so two pods never get the same capacity (ARCHITECTURE.md #1).
 - Every assume is followed by CONFIRM (the pod's annotations were written) or FORGET (anything failed after
   the assume), so no reservation outlives a failed filter (#2); with the deferred write the writer records
-  either on the row it wrote for, and /bind waits for it (app/allocwrite.py).
+  either on the row it wrote for, and /bind waits for it (app/filter/write.py).
 - A pod of an adopted scheduler name (app/core/adoption.py) is refused: it is counted, never changed.
 - A replica that is not the leader, or not synced, never decides: it answers a retryable Error at once
   (a follower) or after a bounded wait (a leader still syncing) — HAMi blocks until kube-scheduler's
@@ -29,8 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app import nodespath
-from app.allocwrite import Write
 from app.context import Context
 from app.core import adoption, pods, quota
 from app.core.codec import CodecError, encode_pod_single_device
@@ -50,7 +48,9 @@ from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
 from app.core.vendor import InvalidRequest, core_masks
-from app.filteroutcome import FilterOutcome
+from app.filter import nodespath
+from app.filter.outcome import FilterOutcome
+from app.filter.write import Write
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
@@ -260,7 +260,7 @@ def filter_pod(
 
 def _write_pending(context: Context, uid: str) -> bool:
     """Is an allocation write of this pod still in flight here (its row `assumed`)? Then /filter reads the
-    pod and writes synchronously: one pod never has two writes in flight (app/allocwrite.py)."""
+    pod and writes synchronously: one pod never has two writes in flight (app/filter/write.py)."""
     entry = context.ledger.get(uid)
     return entry is not None and entry.state == ASSUMED
 
@@ -273,7 +273,7 @@ def _defer(
     candidates: int,
     outcome: FilterOutcome,
 ) -> FilterOutcome:
-    """Answer with the assumed node and hand the allocation PATCH to the writer (app/allocwrite.py): the
+    """Answer with the assumed node and hand the allocation PATCH to the writer (app/filter/write.py): the
     pod is kube-scheduler's own copy (the caller is authenticated), and the write is conditional on its UID.
     Every vendor key the decision does not write is deleted: the copy may not show an earlier decision's."""
     assert context.writer is not None

@@ -1,5 +1,5 @@
-"""The answer of /filter, shared by the Filter use case (app/filtering.py) and its Nodes path
-(app/nodespath.py)."""
+"""The answer of /filter, shared by the Filter use case (app/filter/usecase.py) and its Nodes path
+(app/filter/nodespath.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Invariants owned here:
 - A bind never overtakes the filter's allocation write: while this replica's write of the pod is pending
-  (the deferred write, app/allocwrite.py) it waits, bounded by HAMI_BIND_WRITE_WAIT, and a write still
+  (the deferred write, app/filter/write.py) it waits, bounded by HAMI_BIND_WRITE_WAIT, and a write still
   pending then fails the bind and forgets the reservation.
 - Only our own pods, as the API shows them, and only pods this bind may still land (issue 11): the request
   must carry the pod's UID (kube-scheduler always sends it; HAMi never checks it) and the pod must have
@@ -62,7 +62,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from app.bindoutcome import (
+from app.bind.outcome import (
     BINDING_FAILED_REASON,
     BINDING_UNKNOWN,
     INTERNAL,
@@ -83,7 +83,7 @@ from app.bindoutcome import (
     BindOutcome,
     Failed,
 )
-from app.bindwait import await_write, give_back_written, take_locks
+from app.bind.wait import await_write, give_back_written, take_locks
 from app.context import Context
 from app.core import adoption, podkeys, pods
 from app.core.codec import CodecError

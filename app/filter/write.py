@@ -14,8 +14,8 @@ Invariants owned here:
 - The write's outcome is recorded in the ledger, on the row it was written for (same UID, still `assumed`,
   same allocation): success moves it to `confirmed`; any failure FORGETs it. A row that was replaced
   meanwhile (the pod filtered again) is never touched. /bind — on any worker or thread — waits, bounded, for
-  the row to leave `assumed` before it takes the node lock (app/binding.py): `confirmed` goes on (with the
-  pod as the PATCH answered it, kept beside the row for that bind: it reads no pod), a
+  the row to leave `assumed` before it takes the node lock (app/bind/usecase.py): `confirmed` goes on (with
+  the pod as the PATCH answered it, kept beside the row for that bind: it reads no pod), a
   forgotten row fails the bind (the pod carries no allocation for the node), and a write still pending
   after HAMI_BIND_WRITE_WAIT fails the bind and forgets the reservation.
 - At most one write per pod is in flight in a replica: /filter uses the deferred path only when the pod

@@ -6,7 +6,7 @@ kube-scheduler's DynamicResources plugin, because the same device would be hande
 - A pod asking for a resource name a DeviceClass serves by DRA (`extendedResourceName`) is refused on every
   candidate node with the reason (`app.core.dra.pod_refusal`);
 - a node whose GPUs a DRA driver publishes in ResourceSlices is refused for our resources with a per-node
-  reason (`app.core.dra.node_refusal`); the other candidates are decided as usual (app/filtering.py).
+  reason (`app.core.dra.node_refusal`); the other candidates are decided as usual (app/filter/usecase.py).
 
 Both go to kube-scheduler as `FailedAndUnresolvableNodes`, not as `Error`: the pod is then Unschedulable
 with our reason in its FailedScheduling event and PodScheduled condition ("0/N nodes are available: N
@@ -15,7 +15,7 @@ cluster change instead of being retried in a tight error back-off, and preemptio
 victim could make them fit. An `Error` would fail the whole scheduling cycle as a scheduler error.
 
 The facts come from the registration worker through the ledger (`Context.dra`); with none (no DRA, or no
-collision) this is exactly app/filtering.py. A pod asking for nothing we manage is never refused here.
+collision) this is exactly app/filter/usecase.py. A pod asking for nothing we manage is never refused here.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app import filtering
 from app.context import Context
 from app.core import dra
 from app.core.inventory import node_name
-from app.filteroutcome import FilterOutcome
+from app.filter import usecase as filtering
+from app.filter.outcome import FilterOutcome
 
 DENIAL_RESOURCE, DENIAL_NODE = "dra-resource", "dra-node"
 

@@ -1,5 +1,6 @@
-"""The answer of /bind and how its steps fail, shared by the Bind use case (app/binding.py) and its bounded
-waits (app/bindwait.py): the outcome, the bounded `reason` labels, and the exceptions a step raises."""
+"""The answer of /bind and how its steps fail, shared by the Bind use case (app/bind/usecase.py) and its
+bounded waits (app/bind/wait.py): the outcome, the bounded `reason` labels, and the exceptions a step
+raises."""
 
 from __future__ import annotations
 
