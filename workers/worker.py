@@ -35,6 +35,7 @@ from app.core.vendor import node_locks
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
+from app.k8s.events import EventRecorder
 from app.k8s.watching import Target
 from app.state import gauges
 from app.state.ledger import Ledger
@@ -49,6 +50,7 @@ from workers.handover import node_shape as handover_node_shape
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.leaderwrites import LeaderWrites
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
+from workers.notices import AdmissionNotices
 from workers.phantoms import Phantom, release
 from workers.podwatch import PodWatch
 from workers.reconcile import Rules
@@ -127,8 +129,15 @@ class Worker:
             kube,
             settings.counted.ordered(),
             shapes.pod_shape(vendors),
-            self.reconciler.handle,
+            self._on_pods,
             on_restart=restart,
+        )
+        self.notices = AdmissionNotices(
+            EventRecorder(kube, settings.scheduler_name, settings.leader.identity),
+            vendors,
+            settings.scheduler_name,
+            leading=lambda: bool(self.status.leading_term()),
+            listed=lambda: all(i.synced.is_set() for i in self.pods.informers),
         )
         self.quotas = Informer(
             kube,
@@ -218,6 +227,10 @@ class Worker:
             self._dirty.set()
             self._trigger.set()
 
+    def _on_pods(self, changes: Sequence[Change]) -> None:
+        self.reconciler.handle(changes)
+        self.notices.handle(changes)  # after the ledger: never raises
+
     def _on_quotas(self, changes: Sequence[Change]) -> None:
         if changes:
             self._dirty.set()
@@ -268,6 +281,7 @@ class Worker:
         self._reconcile_ledger.close()
         self._status_ledger.close()
         self.capacity.close()
+        self.notices.close()
 
     def _loop(self) -> None:
         now = time.monotonic()
