@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from sim.cluster.harness import create_pod, running_cluster
+from sim.cluster.harness import create_pod
 from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
 from sim.emulator.testing import wait_for
@@ -31,15 +30,13 @@ from sim.kit import podutil
 from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.versions("1.34", "1.37", "1.38")]
-GRACE_SCALE = 1.0
+GRACE_SCALE = ClusterSpec().grace_scale  # small_cluster's (tests/real/conftest.py)
 BUDGETS = "/apis/policy/v1/namespaces/{}/poddisruptionbudgets"
 
 
 @pytest.fixture(scope="module")
-def stack(real_binaries: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    spec = ClusterSpec(control_plane="real", nodes=2, gpus_per_node=2, zones=1, grace_scale=GRACE_SCALE)
-    with running_cluster(tmp_path_factory.mktemp("real-controllers"), spec) as running:
-        yield running
+def stack(small_cluster: Stack) -> Stack:
+    return small_cluster
 
 
 def kube_of(stack: Stack) -> Kube:
