@@ -40,7 +40,9 @@ def start_plane(kind: str, workdir: Path, expiring: bool = False) -> ControlPlan
         extra = ("--watch-cache=false", "--etcd-compaction-interval=1s") if expiring else ()
         control = RealControlPlane(workdir, apiserver_args=extra)
     else:
-        control = EmulatedControlPlane(workdir, ("--event-window", "50", "--bookmark-interval", "1"))
+        # --kubelet-deletions: no kubelet finishes a graceful pod deletion here, on either plane
+        flags = ("--event-window", "50", "--bookmark-interval", "1", "--kubelet-deletions")
+        control = EmulatedControlPlane(workdir, flags)
     control.start()
     return control
 
