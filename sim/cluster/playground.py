@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.cluster.stack import REPO_ROOT, DemoFailure, Stack
-from sim.controlplane.kubectl import TOOLS_KUBECTL, MissingKubectl, kubectl_for
 from sim.kit.kube import Kube, KubeError
 
+TOOLS_BIN = REPO_ROOT / ".tools" / "bin"  # `make tools`: helm (and kubectl v1.35, the emulator's)
 POLICY_NAME = "hami-playground-refuses-the-chart"
 CHART_LABEL = "helm.sh/chart"
 CHART_PREFIX = "hami-scheduler-"  # the chart's name; the label is `<name>-<version>`
@@ -89,7 +89,7 @@ def refuse_the_chart(kube: Kube, timeout: float = 30.0) -> None:
 def _path_dirs(kubectl: Path) -> list[str]:
     """What the playground's shell needs on PATH, first first: the kubectl of the server's version, this
     Python's scripts (`hami-scheduler`), `make tools`'s folder (helm)."""
-    dirs = [str(kubectl.parent), str(Path(sys.executable).parent), str(TOOLS_KUBECTL.parent)]
+    dirs = [str(kubectl.parent), str(Path(sys.executable).parent), str(TOOLS_BIN)]
     return list(dict.fromkeys(dirs))
 
 
@@ -97,10 +97,9 @@ def ready_document(stack: Stack, log_level: str, detached_log: Path | None) -> d
     """The ready file's content: everything a user or a tool needs to use the running cluster."""
     assert stack.control_plane is not None
     kind, workdir = stack.control_plane.kind, stack.workdir
-    try:
-        kubectl = kubectl_for(kind)
-    except MissingKubectl as exc:
-        raise DemoFailure(str(exc)) from None
+    kubectl = stack.control_plane.kubectl()  # the server's own version (real: built by `make kube`)
+    if not kubectl.is_file():
+        raise DemoFailure(f"kubectl is missing at {kubectl}: run `make tools kube`")
     extender = stack.extender_urls.get(stack.service_url, "")
     ca = str(stack.ca_file or "")
     script = Path(sys.executable).with_name("hami-scheduler")

@@ -2,6 +2,7 @@
 
     python -m sim up --workdir D [--control-plane real|emulator] [--nodes N] [--gpus-per-node G]
                      [--vendors KINDS] [--mig-nodes M] [--workload-api] [--log-level LEVEL] [--detach]
+                     [--grace-scale S] [--grace-cap SECONDS] [--no-controller-manager]
     python -m sim down --workdir D
 
 Starts the control plane (real: etcd, kube-apiserver, the chart's RBAC, the chart's webhook registered with
@@ -41,6 +42,7 @@ from pathlib import Path
 import orjson
 
 from sim.cluster import image
+from sim.cluster.actors import grace_arguments
 from sim.cluster.build import build
 from sim.cluster.playground import env_file, ready_document, ready_text, refuse_the_chart
 from sim.cluster.spec import ClusterSpec
@@ -145,7 +147,7 @@ def serve(args: argparse.Namespace, workdir: Path, detached_log: Path | None) ->
     stack = Stack(workdir)
     code = 0
     try:
-        build(ClusterSpec.of(vars(args), default_scheduler=True), stack)
+        build(ClusterSpec.of(vars(args), default_scheduler=True, kubelet_deletions=True), stack)
         assert stack.control_plane is not None and stack.kube is not None
         if stack.control_plane.kind == "real":
             refuse_the_chart(stack.kube)
@@ -208,6 +210,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "stop with `python -m sim down --workdir WORKDIR`",
     )
     parser.add_argument("--ready-timeout", type=float, default=600.0, help="--detach: seconds to wait")
+    grace_arguments(parser)
+    parser.add_argument(
+        "--no-controller-manager",
+        dest="controller_manager",
+        action="store_false",
+        help="real: no kube-controller-manager (no budget status, namespace deletion, garbage collection)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the simulated nodes' seed")
     parser.add_argument("--zones", type=int, default=3, help="topology zones the nodes are spread over")
     parser.add_argument("--workers", type=int, default=2, help="Gunicorn workers (HAMI_WORKERS)")

@@ -16,9 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sim.controlplane.kubectl import kubectl_for
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"  # `make tools`
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 Usage = dict[str, dict[str, Any]]  # device UUID -> memory (MiB), cores, slots, pods {namespace/name}
 
@@ -68,11 +67,13 @@ def inspected(*args: str, timeout: float = 120) -> Usage:
     return usage
 
 
-def kubectl_dump(kubeconfig: Path, path: Path, control_plane: str = "real") -> Path:
+def kubectl_dump(kubeconfig: Path, path: Path, kubectl: Path = KUBECTL) -> Path:
     """The dump `inspect --cluster` reads, written by the real `kubectl get nodes,pods,resourcequotas -A -o
-    json` (the kubectl for that control plane, sim.controlplane.kubectl) to `path`."""
+    json` to `path` (`kubectl`: the control plane's own, `ControlPlane.kubectl()`; by default the one `make
+    tools` installs); AssertionError when kubectl is missing."""
+    assert kubectl.exists(), f"kubectl is missing at {kubectl}: run `make tools` (or `make kube`) first"
     argv = [
-        str(kubectl_for(control_plane)),
+        str(kubectl),
         "--kubeconfig",
         str(kubeconfig),
         "get",

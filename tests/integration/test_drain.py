@@ -34,12 +34,12 @@ from kubernetes import client as kclient
 from kubernetes import config as kconfig
 
 from sim.cluster.disruption import DisruptionController
-from sim.controlplane.kubectl import kubectl_for
 from sim.kit.kube import Kube
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubectl]
 
 REPO = Path(__file__).resolve().parents[2]
+KUBECTL = REPO / ".tools" / "bin" / "kubectl"
 HELM = REPO / ".tools" / "bin" / "helm"
 NAMESPACE = "hami-system"
 NODES = ("cp-a", "cp-b")
@@ -105,8 +105,10 @@ class Kubelet:
 
 
 def kubectl(kubeconfig: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    if not KUBECTL.exists():
+        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     return subprocess.run(
-        [str(kubectl_for("emulator")), "--kubeconfig", str(kubeconfig), *args],
+        [str(KUBECTL), "--kubeconfig", str(kubeconfig), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

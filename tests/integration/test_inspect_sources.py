@@ -58,7 +58,7 @@ def test_every_source_shows_the_annotations(placed: Any, cluster: Any, emulator:
     live = inspected("--kubeconfig", str(emulator.kubeconfig))
     assert live == expected
 
-    dump = kubectl_dump(emulator.kubeconfig, tmp_path / "cluster.json", "emulator")
+    dump = kubectl_dump(emulator.kubeconfig, tmp_path / "cluster.json")
     assert inspected("--cluster", str(dump)) == expected
 
     # The replica's ledger: the same allocations (the reserved pod included, as its filter recorded it).

@@ -18,7 +18,6 @@ from typing import Any
 import yaml
 
 from sim.controlplane import chart
-from sim.controlplane.kubectl import kubectl_for
 from sim.controlplane.real import RealControlPlane
 from sim.kit.kube import Kube
 
@@ -39,7 +38,7 @@ class Cluster:
     workdir: Path
 
     def run(self, tool: str, *args: str, stdin: str = "") -> str:
-        binary = chart.helm_binary() if tool == "helm" else str(kubectl_for("real"))
+        binary = chart.helm_binary() if tool == "helm" else str(self.control_plane.kubectl())
         done = subprocess.run(
             [binary, "--kubeconfig", str(self.control_plane.kubeconfig), *args],
             input=stdin,

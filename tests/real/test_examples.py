@@ -70,11 +70,15 @@ def wait_for_state(playground: Playground, example: Example, applied: dict[str, 
 
 
 def delete(playground: Playground, chain: list[Example]) -> None:
-    """`kubectl delete -f` of the chain, last first, then wait until its pods are gone. Not waiting for
-    the objects themselves: a namespace stays Terminating where no namespace controller runs."""
+    """`kubectl delete -f` of the chain, last first, then wait until its pods are gone (the namespace
+    controller removes a namespace afterwards; nothing waits for that)."""
     pods = set()
     for example in reversed(chain):
-        done = playground.kubectl("delete", "-f", str(example.path), "--ignore-not-found", "--wait=false")
+        done = (
+            playground.kubectl(  # a second of grace: the kubelets would keep each pod its 30 s (capped 10 s)
+                "delete", "-f", str(example.path), "--ignore-not-found", "--wait=false", "--grace-period=1"
+            )
+        )
         assert done.returncode == 0, done.stderr
         pods |= example.created_pods()
     deadline = time.monotonic() + 60

@@ -32,7 +32,6 @@ from sim.cluster.realcluster import pod_name, ready_replicas
 from sim.cluster.replicapods import PODS, ReplicaPods
 from sim.cluster.spec import ClusterSpec
 from sim.controlplane.base import RELEASE_NAMESPACE
-from sim.controlplane.kubectl import kubectl_for
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
 from sim.kit.kube import KubeError
@@ -67,7 +66,7 @@ def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, t
         leader_pod, standby_pod = pod_name(leader), pod_name(standby)
         wait_for(lambda: leader_pod in pods.ready_since, 10, "the leader's pod to be Ready")
         wait_for(
-            lambda: pods.budget.status().get("currentHealthy") == 1, 10, "the budget to count the leader"
+            lambda: pods.budget_status().get("currentHealthy") == 1, 10, "the budget to count the leader"
         )
         # The budget protects the serving leader: an eviction without the cordon is refused.
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": leader_pod}}
@@ -78,7 +77,7 @@ def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, t
         started = time.monotonic()
         drain = subprocess.Popen(
             [
-                str(kubectl_for("real")),
+                str(stack.control_plane.kubectl()),  # the kubectl of this Kubernetes version
                 "--kubeconfig",
                 str(stack.kubeconfig),
                 "drain",

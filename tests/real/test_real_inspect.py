@@ -57,7 +57,8 @@ def test_every_source_shows_the_annotations(real_binaries: object, tmp_path: Pat
         assert {p for e in expected.values() for p in e["pods"]} == {f"default/{n}" for n in PODS}
 
         assert inspected("--kubeconfig", str(stack.kubeconfig)) == expected
-        dump = kubectl_dump(stack.kubeconfig, tmp_path / "cluster.json")
+        assert stack.control_plane is not None
+        dump = kubectl_dump(stack.kubeconfig, tmp_path / "cluster.json", stack.control_plane.kubectl())
         assert inspected("--cluster", str(dump)) == expected
         # /debug/state: only on the extender listener, to kube-scheduler's client certificate (issue 11)
         client = stack.workdir / "kube-scheduler-client"

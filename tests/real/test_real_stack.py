@@ -16,7 +16,6 @@ import pytest
 
 from sim.cluster.stack import Stack
 from sim.controlplane.base import EXTENDER
-from sim.controlplane.kubectl import kubectl_for
 from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
@@ -46,7 +45,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def kubectl(stack: Stack, *args: str, stdin: str = "") -> str:
     done = subprocess.run(
-        [str(kubectl_for("real")), "--kubeconfig", str(stack.kubeconfig), *args],
+        [str(stack.control_plane.kubectl()), "--kubeconfig", str(stack.kubeconfig), *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -2,7 +2,7 @@
 it names working as written, our processes at its log level, and the chart refused with a sentence.
 
 - D/kubeconfig, D/env and D/ready; the ready file names the kubectl of the server's version
-  (`sim.controlplane.kubectl.kubectl_for`), the `inspect` commands, every log, every PID; the printed lines
+  (`ControlPlane.kubectl()`), the `inspect` commands, every log, every PID; the printed lines
   say the same; SIGTERM stops it with one line and every process it started gone (by PID), D/ready removed;
 - on the real control plane a pod applied with that kubectl goes through our webhook, kube-scheduler and
   extender; on both, a pod that asks for no managed device is placed by the cluster's default scheduler;
@@ -28,7 +28,7 @@ from playground import Playground, sim_up
 
 from sim.cluster.playground import REFUSAL
 from sim.cluster.stack import group_members, pid_alive
-from sim.controlplane.kubectl import kubectl_for
+from sim.controlplane import binaries
 from sim.emulator.testing import REPO_ROOT, wait_for
 from sim.kit import podutil
 from sim.kit.kube import pod_path
@@ -62,7 +62,8 @@ def uid_of(pid: int) -> int:
 def check_ready_file(up: Playground, control_plane: str) -> None:
     ready, workdir = up.ready, up.workdir
     assert ready["control_plane"] == control_plane and ready["kubeconfig"] == str(workdir / "kubeconfig")
-    assert ready["kubectl"] == str(kubectl_for(control_plane)) and ready["log_level"] == "INFO"
+    kubectl = binaries.find().kubectl if control_plane == "real" else REPO_ROOT / ".tools" / "bin" / "kubectl"
+    assert ready["kubectl"] == str(kubectl) and ready["log_level"] == "INFO"
     assert set(ready["pids"]) <= set(ready["logs"]) and all(Path(p).is_file() for p in ready["logs"].values())
     env = (workdir / "env").read_text()
     assert f"export KUBECONFIG={workdir / 'kubeconfig'}\n" in env
@@ -80,11 +81,9 @@ def check_ready_file(up: Playground, control_plane: str) -> None:
     assert " -m sim down --workdir " in printed and f"{workdir}/ (" in printed
     version = up.kubectl("version", "-o", "json")
     assert version.returncode == 0, version.stderr
-    if control_plane == "real":  # within kubectl's skew: the same minor as the server's
+    if control_plane == "real":  # the server's own kubectl: the same minor
         versions = orjson.loads(version.stdout)
-        assert versions["clientVersion"]["minor"] == versions["serverVersion"]["minor"] or (
-            Path(ready["kubectl"]).parent.name == "bin"  # make tools' kubectl until `make kube` builds one
-        )
+        assert versions["clientVersion"]["minor"] == versions["serverVersion"]["minor"], versions
         assert ready["client_cert"] and "--cert" in ready["inspect_replica"]
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from sim.controlplane.kubectl import MissingKubectl, kubectl_for
-from sim.emulator.testing import EmulatorHandle, EmulatorOptions, run_emulator
+from sim.emulator.testing import REPO_ROOT, EmulatorHandle, EmulatorOptions, run_emulator
 from sim.kit.kube import Kube
+
+KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"
 
 
 @pytest.fixture
@@ -47,7 +48,6 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 
 @pytest.fixture
 def kubectl_binary() -> Path:
-    try:
-        return kubectl_for("emulator")
-    except MissingKubectl as exc:
-        pytest.fail(str(exc))
+    if not KUBECTL.exists():
+        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
+    return KUBECTL
