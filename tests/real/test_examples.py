@@ -96,8 +96,10 @@ def test_examples_reach_their_state(real_binaries: object, tmp_path: Path, flags
                 delete(playground, chain)
                 chain = []
             chain.append(example)
+            started = time.monotonic()
             applied = playground.kubectl("apply", "-f", str(example.path))
             refused = any("refused" in want for want in example.pods.values())
             assert applied.returncode == (1 if refused else 0), applied.stderr
             wait_for_state(playground, example, {example.name: applied.stdout + applied.stderr})
+            print(f"examples/{example.name}: its state in {time.monotonic() - started:.1f}s")
         delete(playground, chain)
