@@ -26,104 +26,84 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from app.core.model import DeviceUse
-from app.state.ledgerdb import LedgerConnection
+from app.state.changelog import ChangeLog
+from app.state.rows import (
+    ASSUMED,
+    BIND_UNKNOWN,
+    BOUND,
+    COLUMNS,
+    CONFIRMED,
+    NO_BIND,
+    Changes,
+    Entry,
+    RowState,
+    entry_of,
+    version,
+)
 from app.state.usecodec import decode_uses, decoded_uses, encode_uses
 
+__all__ = [
+    "ASSUMED",
+    "BOUND",
+    "CONFIRMED",
+    "LEDGER_FILE",
+    "Changes",
+    "Entry",
+    "Ledger",
+    "Protected",
+    "RowState",
+]
+
 LEDGER_FILE = "ledger.db"
-ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
 
-_COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
-_ROW, _TOMBSTONE, _META = 0, 1, 2
-_NULLS = ", ".join(["NULL"] * 8)
-# changes_since's one statement: (kind, the row's columns or uid/key and NULLs, seq or the meta value); the
-# rows only where the reader's epoch ?2 is current and its seq ?1 not behind the pruned tombstones (else it
-# reloads everything: no rows are read twice)
-_CURRENT = (
-    "(SELECT value FROM meta WHERE key = 'epoch') = ?2"
-    " AND (SELECT value FROM meta WHERE key = 'pruned') <= ?1"
-)
-_META_ROWS = f"SELECT {_META}, key, {_NULLS}, value FROM meta"
-_CHANGES = (
-    f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1 AND {_CURRENT}"
-    f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1 AND {_CURRENT}"
-    f" UNION ALL {_META_ROWS}"
-)
-_EVERYTHING = f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations UNION ALL {_META_ROWS}"
+_COLUMNS = COLUMNS
+_ROW_STATE = "SELECT uid, state, updated_at, namespace, name, bind, node FROM reservations"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    uid: str
-    namespace: str
-    name: str
-    node: str
-    state: str
-    uses: Mapping[str, DeviceUse]
-    quota: Mapping[str, int] = field(default_factory=dict)
-    allocation: str = ""
-    updated_at: float = 0.0
+class Protected(Exception):
+    """A filter's write met a row it may not replace or forget (`Ledger.assume`): bound, or marked by a
+    bind, and not the very version the caller verified unbound on the API."""
+
+    def __init__(self, row: RowState) -> None:
+        super().__init__(f"the reservation of pod {row.namespace}/{row.name} may be bound ({row.state})")
+        self.row = row
 
 
-@dataclass(frozen=True, slots=True)
-class Changes:
-    """What changed since a reader's sequence number; `full` means: drop everything and take `entries`."""
-
-    entries: tuple[Entry, ...]
-    removed: tuple[str, ...]
-    seq: int
-    epoch: int
-    full: bool
-    seqs: tuple[int, ...] = ()  # each entry's sequence number, in order (none: not known)
+def _row_state(row: tuple[Any, ...]) -> RowState:
+    uid, state, at, namespace, name, bind, node = row
+    return RowState(str(uid), str(state), float(at), str(namespace), str(name), str(bind), str(node))
 
 
-class RowState(NamedTuple):
-    """A reservation row without its device uses (`Ledger.row_states`)."""
-
-    uid: str
-    state: str
-    updated_at: float
-    namespace: str = ""
-    name: str = ""
-
-
-def _entry(row: tuple[object, ...]) -> Entry:
-    uid, namespace, name, node, state, uses, quota, allocation, updated_at = row
-    return Entry(
-        str(uid),
-        str(namespace),
-        str(name),
-        str(node),
-        str(state),
-        decode_uses(uses),  # type: ignore[arg-type]
-        orjson.loads(quota),  # type: ignore[arg-type]
-        str(allocation),
-        float(updated_at),  # type: ignore[arg-type]
-    )
+def _replaceable(current: RowState | None, verified: RowState | None) -> bool:
+    """May a filter replace or forget `current` (docs/ledger-writers.md)? Only when no bind may have acted
+    on it, or when it is exactly the version the caller verified unbound with a read of the pod; never a
+    `bound` row."""
+    if current is None:
+        return True
+    if current.state == BOUND:
+        return False
+    return current.bind == NO_BIND or (verified is not None and version(current) == version(verified))
 
 
-class Ledger(LedgerConnection):
+class Ledger(ChangeLog):
     """The reservations, their change log and the status rows, on this process's connection to the shared
     file (app/state/ledgerdb.py: opening, the lock threads take turns on, transactions)."""
 
     def __init__(self, state_dir: Path, *, timeout: float = 10.0) -> None:
         super().__init__(state_dir / LEDGER_FILE, timeout=timeout)
 
-    # -- sequence bookkeeping ---------------------------------------------------------------------------
-
-    def _next_seq(self, db: sqlite3.Connection) -> int:
-        (seq,) = db.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value").fetchone()
-        return int(seq)
+    # -- rows -------------------------------------------------------------------------------------------
 
     def _put(self, db: sqlite3.Connection, entry: Entry) -> None:
         db.execute(
-            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 entry.uid,
                 entry.namespace,
@@ -134,6 +114,7 @@ class Ledger(LedgerConnection):
                 orjson.dumps(dict(entry.quota)),
                 entry.allocation,
                 entry.updated_at,
+                entry.bind,
                 self._next_seq(db),
             ),
         )
@@ -182,6 +163,10 @@ class Ledger(LedgerConnection):
             used[resource] = used.get(resource, 0) - amount
         return used
 
+    def _current(self, db: sqlite3.Connection, uid: str) -> RowState | None:
+        row = db.execute(f"{_ROW_STATE} WHERE uid = ?", (uid,)).fetchone()
+        return _row_state(row) if row else None
+
     def assume(
         self,
         uid: str,
@@ -189,6 +174,7 @@ class Ledger(LedgerConnection):
         check: Callable[[list[Mapping[str, DeviceUse]] | None, dict[str, int]], Entry | None],
         quota_namespace: str | None = None,
         seen: tuple[int, int] | None = None,
+        verified: RowState | None = None,
     ) -> Entry | None:
         """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every
         OTHER reservation on `node` as committed now, and the quota used by the others in
@@ -198,8 +184,15 @@ class Ledger(LedgerConnection):
         `seen`: the count and newest sequence number of those rows in the caller's view (`node_stamp`);
         when the committed ones still match, `check` gets None instead of their uses: the rows committed on
         the node are exactly the ones the view holds (none is newer than the view, and none is missing).
+
+        Raises Protected, writing nothing, when the pod's own row may be bound (`_replaceable`): `verified`
+        is the version of it the caller read the pod after and found unbound (app/filter/rowguard.py).
         """
         with self.transaction() as db:
+            current = self._current(db, uid)
+            if not _replaceable(current, verified):
+                assert current is not None
+                raise Protected(current)
             used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
             same = seen is not None and self.node_stamp(db, node, uid) == seen
             entry = check(None if same else self.node_uses(db, node, uid), used)
@@ -208,34 +201,62 @@ class Ledger(LedgerConnection):
             return entry
 
     def record_checked(
-        self, uid: str, node: str, check: Callable[[dict[str, dict[str, DeviceUse]]], Entry | None]
+        self,
+        uid: str,
+        node: str,
+        check: Callable[[dict[str, dict[str, DeviceUse]]], Entry | None],
+        token: str,
     ) -> Entry | None:
         """/bind's re-check: like `assume`, but `check` sees the other reservations on `node` by UID, so
-        that it can merge them with the node's pods as the API shows them (each pod counted once)."""
+        that it can merge them with the node's pods as the API shows them (each pod counted once). The
+        row stored is `bound` if the pod's row already was (never demoted), else `confirmed` and marked
+        with the bind's `token` (a bind may now act on it: docs/ledger-writers.md)."""
         with self.transaction() as db:
             entry = check(self.node_uses_by_uid(db, node, uid))
             if entry is not None:
+                current = self._current(db, uid)
+                bound = current is not None and current.state == BOUND
+                entry = replace(entry, state=BOUND if bound else CONFIRMED, bind=NO_BIND if bound else token)
                 self._put(db, entry)
             return entry
 
     def get(self, uid: str) -> Entry | None:
         with self._lock:
             row = self._db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE uid = ?", (uid,)).fetchone()
-        return _entry(row) if row else None
+        return entry_of(row) if row else None
+
+    def row(self, uid: str) -> RowState | None:
+        """The pod's row without its uses (one indexed read, nothing decoded)."""
+        with self._lock:
+            return self._current(self._db, uid)
 
     def set_state(self, uid: str, state: str, *, only_from: Iterable[str] = ()) -> bool:
-        """Move a reservation to `state` (optionally only from the given states); False if absent."""
+        """Move a reservation to `state` (optionally only from the given states); False if absent. A row
+        made `bound` loses its bind mark (the bind's outcome is known)."""
         with self.transaction() as db:
-            row = db.execute("SELECT state FROM reservations WHERE uid = ?", (uid,)).fetchone()
+            row = db.execute("SELECT state, bind FROM reservations WHERE uid = ?", (uid,)).fetchone()
             allowed = tuple(only_from)
             if row is None or (allowed and row[0] not in allowed):
                 return False
-            if row[0] != state:
+            bind = NO_BIND if state == BOUND else row[1]
+            if (row[0], row[1]) != (state, bind):
                 db.execute(
-                    "UPDATE reservations SET state = ?, seq = ? WHERE uid = ?",
-                    (state, self._next_seq(db), uid),
+                    "UPDATE reservations SET state = ?, bind = ?, seq = ? WHERE uid = ?",
+                    (state, bind, self._next_seq(db), uid),
                 )
             return True
+
+    def bind_unknown(self, uid: str, token: str) -> bool:
+        """A bind whose outcome it could not tell (the binding's answer lost, no re-read answered) ends:
+        its row, still the one it marked, is marked `unknown` — a filter reads the pod before replacing it,
+        the sweep or the pod's next event settles it (docs/ledger-writers.md)."""
+        with self.transaction() as db:
+            return bool(
+                db.execute(
+                    "UPDATE reservations SET bind = ?, seq = ? WHERE uid = ? AND bind = ? AND state != ?",
+                    (BIND_UNKNOWN, self._next_seq(db), uid, token, BOUND),
+                ).rowcount
+            )
 
     def resolve_write(
         self, uid: str, allocation: str, *, written: bool, pod: Mapping[str, Any] | None = None
@@ -247,8 +268,8 @@ class Ledger(LedgerConnection):
         `pod`: the pod as the write's answer showed it, kept for one bind of this row (`take_written`)."""
         with self.transaction() as db:
             row = db.execute(
-                "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND allocation = ?",
-                (uid, ASSUMED, allocation),
+                "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND allocation = ? AND bind = ?",
+                (uid, ASSUMED, allocation, NO_BIND),
             ).fetchone()
             if row is None:
                 return False
@@ -283,18 +304,23 @@ class Ledger(LedgerConnection):
         decoded = orjson.loads(row[0]) if row else None
         return decoded if isinstance(decoded, dict) else None
 
-    def forget(self, uid: str) -> bool:
-        """Remove one reservation (the failure path of filter); True if there was one."""
+    def forget_unbound(self, uid: str, verified: RowState | None = None) -> bool:
+        """A filter that placed the pod nowhere releases its previous reservation — only one no bind may
+        have acted on, or the very version the caller verified unbound (`_replaceable`); True if removed."""
         with self.transaction() as db:
-            return self._delete(db, uid)
+            current = self._current(db, uid)
+            return current is not None and _replaceable(current, verified) and self._delete(db, uid)
 
-    def forget_in_flight(self, uid: str, namespace: str, name: str) -> bool:
+    def forget_in_flight(self, uid: str, namespace: str, name: str, token: str = NO_BIND) -> bool:
         """The failure path of bind: remove the pod's reservation only while it is in flight (`assumed` or
-        `confirmed`) and only if it is this pod's (namespace/name): never a bound pod's, never another's."""
+        `confirmed`), only if it is this pod's (namespace/name) and only if no other bind marked it (its
+        mark is none or this bind's `token`): never a bound pod's, never another's, never one whose
+        binding another bind may have sent."""
         with self.transaction() as db:
             row = db.execute(
-                "SELECT 1 FROM reservations WHERE uid = ? AND namespace = ? AND name = ? AND state IN (?, ?)",
-                (uid, namespace, name, ASSUMED, CONFIRMED),
+                "SELECT 1 FROM reservations WHERE uid = ? AND namespace = ? AND name = ? AND state IN (?, ?)"
+                " AND bind IN (?, ?)",
+                (uid, namespace, name, ASSUMED, CONFIRMED, NO_BIND, token),
             ).fetchone()
             return self._delete(db, uid) if row else False
 
@@ -332,7 +358,7 @@ class Ledger(LedgerConnection):
         with self.transaction() as db:
             final = {entry.uid: entry for entry in entries}
             if keep is not None:
-                current = (_entry(row) for row in db.execute(f"SELECT {_COLUMNS} FROM reservations"))
+                current = (entry_of(row) for row in db.execute(f"SELECT {_COLUMNS} FROM reservations"))
                 final.update({row.uid: row for row in current if keep(row)})
             db.execute("DELETE FROM reservations")
             db.execute("DELETE FROM tombstones")
@@ -347,55 +373,11 @@ class Ledger(LedgerConnection):
     def all_entries(self) -> list[Entry]:
         with self._lock:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM reservations ORDER BY uid").fetchall()
-        return [_entry(row) for row in rows]
+        return [entry_of(row) for row in rows]
 
     def row_states(self) -> list[RowState]:
         """uid, state and write time of every row, nothing decoded: what the worker's sweep reads (decoding
         20,000 rows' device uses with `all_entries` costs ~0.4 s of CPU every sweep)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT uid, state, updated_at, namespace, name FROM reservations"
-            ).fetchall()
-        return [RowState(str(u), str(s), float(at), str(ns), str(n)) for u, s, at, ns, n in rows]
-
-    # -- incremental readers ----------------------------------------------------------------------------
-
-    def changes_since(self, seq: int, epoch: int) -> Changes:
-        """The rows changed and removed after `seq`; everything when `epoch` is not the ledger's or the
-        tombstones after `seq` were pruned. Each read is one statement: one consistent snapshot of the WAL."""
-        found, meta = self._select(_CHANGES, (seq, epoch))
-        full = meta["epoch"] != epoch or seq < meta["pruned"]
-        if full:
-            found, meta = self._select(_EVERYTHING, ())
-        rows = [row for row in found if row[0] == _ROW]
-        removed = tuple(str(row[1]) for row in found if row[0] == _TOMBSTONE)
-        seqs = tuple(int(row[-1]) for row in rows)
-        return Changes(tuple(_entry(r[1:-1]) for r in rows), removed, meta["seq"], meta["epoch"], full, seqs)
-
-    def _select(self, query: str, args: tuple[int, ...]) -> tuple[list[Any], dict[str, int]]:
-        with self._lock:
-            found = self._db.execute(query, args).fetchall()
-        return found, {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
-
-    def prune_tombstones(self, keep: int = 100_000) -> None:
-        """Forget old deletions; readers further behind than the prune point reload fully."""
-        with self.transaction() as db:
-            (current,) = db.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()
-            cutoff = int(current) - keep
-            if cutoff > 0:
-                db.execute("DELETE FROM tombstones WHERE seq <= ?", (cutoff,))
-                db.execute("UPDATE meta SET value = MAX(value, ?) WHERE key = 'pruned'", (cutoff,))
-
-    # -- status rows (leader, lease, synced, heartbeat) -------------------------------------------------
-
-    def set_status(self, values: Mapping[str, object]) -> None:
-        with self.transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO status (key, value) VALUES (?, ?)",
-                [(key, orjson.dumps(value)) for key, value in values.items()],
-            )
-
-    def status(self) -> dict[str, object]:
-        with self._lock:
-            rows = self._db.execute("SELECT key, value FROM status").fetchall()
-        return {key: orjson.loads(value) for key, value in rows}
+            rows = self._db.execute(_ROW_STATE).fetchall()
+        return [_row_state(row) for row in rows]

@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS reservations (
     quota BLOB NOT NULL,
     allocation TEXT NOT NULL,
     updated_at REAL NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    bind TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS reservations_node ON reservations (node);
 CREATE INDEX IF NOT EXISTS reservations_namespace ON reservations (namespace);
@@ -28,6 +29,8 @@ CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS written (uid TEXT PRIMARY KEY, allocation TEXT NOT NULL, pod BLOB NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
 """
+# Columns added to a table after its first release: a file written before gets them (app/state/ledgerdb.py).
+ADDED_COLUMNS = (("reservations", "bind", "TEXT NOT NULL DEFAULT ''"),)
 # Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
 # instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The
 # implicit delete of INSERT OR REPLACE fires the delete trigger only with recursive_triggers on.

@@ -237,7 +237,7 @@ def test_caches_follow_usage_and_node_changes(
                     ledger.upsert([Entry(f"other-{target.name}", "default", "x", target.name, BOUND, use)])
                 elif step[0] == "forget":
                     others.pop(target.name, None)
-                    ledger.forget(f"other-{target.name}")
+                    ledger.remove([f"other-{target.name}"])
                 elif step[0] == "node":
                     nodes[index] = _change_node(target, step[2])
                 records = dict(snapshot.nodes)

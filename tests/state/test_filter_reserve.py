@@ -183,7 +183,7 @@ def test_the_winners_rows_are_read_only_when_they_changed_since_the_decision(
 
     def forget_first(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(context.ledger, "assume", assume)
-        context.ledger.forget("other")  # an older row than s1's: the newest number stays
+        context.ledger.remove(["other"])  # an older row than s1's: the newest number stays
         return assume(*args, **kwargs)
 
     monkeypatch.setattr(context.ledger, "assume", forget_first)

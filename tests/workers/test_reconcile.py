@@ -159,7 +159,7 @@ SUSPECTS = [
 
 
 def _state(row: Entry) -> RowState:
-    return RowState(row.uid, row.state, row.updated_at, row.namespace, row.name)
+    return RowState(row.uid, row.state, row.updated_at, row.namespace, row.name, row.bind, row.node)
 
 
 @pytest.mark.parametrize(("row", "pod", "suspect"), SUSPECTS)

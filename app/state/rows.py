@@ -1,0 +1,94 @@
+"""A reservation row of the ledger (app/state/ledger.py) as plain data: its states, its bind mark, its
+columns and how a stored row decodes.
+
+The bind mark says whether a bind may have acted on an in-flight row — what no filter may overlook
+(docs/ledger-writers.md): `""` no bind has acted on it (filter-made, or confirmed by the filter's own
+write); `bind-<token>` a bind re-checked it and has not finished (its failure path removes only a row
+carrying its own token); `unknown` a bind ended without knowing whether the pod was bound (the binding's
+answer lost, its re-reads unanswered); `rebuilt` rebuilt from a pod by a rebuild (a previous leader's bind
+may be landing). A `bound` row never carries one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import orjson
+
+from app.core.model import DeviceUse
+from app.state.usecodec import decode_uses
+
+ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
+IN_FLIGHT = (ASSUMED, CONFIRMED)
+NO_BIND, BIND_UNKNOWN, BIND_REBUILT = "", "unknown", "rebuilt"
+BIND_RUNNING = "bind-"  # the prefix of a running bind's token
+
+COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at, bind"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    state: str
+    uses: Mapping[str, DeviceUse]
+    quota: Mapping[str, int] = field(default_factory=dict)
+    allocation: str = ""
+    updated_at: float = 0.0
+    bind: str = NO_BIND  # the bind mark (module docstring)
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed since a reader's sequence number; `full` means: drop everything and take `entries`."""
+
+    entries: tuple[Entry, ...]
+    removed: tuple[str, ...]
+    seq: int
+    epoch: int
+    full: bool
+    seqs: tuple[int, ...] = ()  # each entry's sequence number, in order (none: not known)
+
+
+class RowState(NamedTuple):
+    """A reservation row without its device uses (`Ledger.row_states`, `Ledger.row`): also the version of
+    a row — a writer that read it acts on it only while (state, updated_at, bind) are still these."""
+
+    uid: str
+    state: str
+    updated_at: float
+    namespace: str = ""
+    name: str = ""
+    bind: str = NO_BIND
+    node: str = ""
+
+
+def entry_of(row: tuple[object, ...]) -> Entry:
+    """A stored row (`COLUMNS`, in order) decoded."""
+    uid, namespace, name, node, state, uses, quota, allocation, updated_at, bind = row
+    return Entry(
+        str(uid),
+        str(namespace),
+        str(name),
+        str(node),
+        str(state),
+        decode_uses(uses),  # type: ignore[arg-type]
+        orjson.loads(quota),  # type: ignore[arg-type]
+        str(allocation),
+        float(updated_at),  # type: ignore[arg-type]
+        str(bind),
+    )
+
+
+def may_be_bound(row: RowState) -> bool:
+    """A row a bind may have acted on: `bound`, or in flight with any bind mark."""
+    return row.state == BOUND or row.bind != NO_BIND
+
+
+def version(row: RowState) -> tuple[str, float, str]:
+    """What identifies one version of a row: a decision rewrites it with a new date, a bind marks it."""
+    return (row.state, row.updated_at, row.bind)
