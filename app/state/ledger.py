@@ -36,6 +36,7 @@ from app.core.model import DeviceUse
 from app.state.changelog import ChangeLog
 from app.state.rows import (
     ASSUMED,
+    BIND_RUNNING,
     BIND_UNKNOWN,
     BOUND,
     COLUMNS,
@@ -209,15 +210,20 @@ class Ledger(ChangeLog):
     ) -> Entry | None:
         """/bind's re-check: like `assume`, but `check` sees the other reservations on `node` by UID, so
         that it can merge them with the node's pods as the API shows them (each pod counted once). The
-        row stored is `bound` if the pod's row already was (never demoted), else `confirmed` and marked
-        with the bind's `token` (a bind may now act on it: docs/ledger-writers.md)."""
+        row stored is `confirmed`, marked with the bind's `token` (a bind may now act on it), or with the
+        mark of another bind of the pod still running (a duplicate bind's failure must not forget the row
+        the first may be binding: docs/ledger-writers.md); a `bound` row is left as it is (what its pod
+        was bound with is the live rules' to keep, workers/reconcile.py rule 6)."""
         with self.transaction() as db:
             entry = check(self.node_uses_by_uid(db, node, uid))
             if entry is not None:
                 current = self._current(db, uid)
-                bound = current is not None and current.state == BOUND
-                entry = replace(entry, state=BOUND if bound else CONFIRMED, bind=NO_BIND if bound else token)
-                self._put(db, entry)
+                if current is None or current.state != BOUND:
+                    running = current is not None and current.bind.startswith(BIND_RUNNING)
+                    entry = replace(
+                        entry, state=CONFIRMED, bind=current.bind if current and running else token
+                    )
+                    self._put(db, entry)
             return entry
 
     def get(self, uid: str) -> Entry | None:
