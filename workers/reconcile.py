@@ -94,30 +94,10 @@ def inflight_since(pod: Mapping[str, Any]) -> float | None:
 
 
 def same(a: Entry | None, b: Entry | None) -> bool:
-    """Equal in everything but the time it was written."""
+    """Equal in everything but the time it was written (the pod's facts and the bind mark included)."""
     if a is None or b is None:
         return a is b
-    return (
-        a.uid,
-        a.namespace,
-        a.name,
-        a.node,
-        a.state,
-        dict(a.uses),
-        dict(a.quota),
-        a.allocation,
-        a.bind,
-    ) == (
-        b.uid,
-        b.namespace,
-        b.name,
-        b.node,
-        b.state,
-        dict(b.uses),
-        dict(b.quota),
-        b.allocation,
-        b.bind,
-    )
+    return replace(a, updated_at=0.0) == replace(b, updated_at=0.0)
 
 
 def describe(pod: Mapping[str, Any]) -> str:

@@ -56,12 +56,15 @@ def _init_statuses(raw: Any) -> list[dict[str, Any]]:
 
 
 def pod_shape(vendors: Iterable[Vendor]) -> Shape:
+    """What a ledger row needs of a pod: its allocation annotations and requests, node, scheduler, phase,
+    init containers' exits, and its facts (priority, start or creation time, deletion, PodGroup:
+    app/core/podfacts.py)."""
     vendors = tuple(vendors)
     allocated = set(podkeys.declared(vendors))  # every key a vendor writes, by its declaration
     allocated |= {key for v in vendors for key in v.reads.pod_annotations}
 
     def shape(pod: Mapping[str, Any]) -> dict[str, Any]:
-        metadata = _metadata(pod, "labels", "deletionTimestamp")
+        metadata = _metadata(pod, "labels", "deletionTimestamp", "creationTimestamp")
         annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
         metadata["annotations"] = {
             k: v for k, v in annotations.items() if k.startswith(POD_ANNOTATION_PREFIX) or k in allocated
@@ -71,12 +74,12 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
         return {
             "metadata": metadata,
             "spec": {
-                **_pick(spec, ("nodeName", "schedulerName")),
+                **_pick(spec, ("nodeName", "schedulerName", "priority", "schedulingGroup")),
                 "containers": _containers(spec.get("containers")),
                 "initContainers": _containers(spec.get("initContainers")),
             },
             "status": {
-                **_pick(status, ("phase",)),
+                **_pick(status, ("phase", "startTime")),
                 "initContainerStatuses": _init_statuses(status.get("initContainerStatuses")),
             },
         }

@@ -43,6 +43,7 @@ from app.core.decision import (
 )
 from app.core.fit import PodContext, evaluate_node
 from app.core.model import DeviceUse, PodDevices
+from app.core.podfacts import PodFacts, facts_of
 from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
@@ -78,7 +79,9 @@ def _ref(pod: Mapping[str, Any], ctx: PodContext) -> PodRef:
     return PodRef(ctx.namespace, ctx.name, pods.uid(pod))
 
 
-def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: Context) -> Entry:
+def _entry(
+    uid: str, ctx: PodContext, node: str, devices: PodDevices, context: Context, facts: PodFacts
+) -> Entry:
     collapsed = collapse_pod(devices, ctx.requests.init_count)
     return Entry(
         uid=uid,
@@ -95,6 +98,10 @@ def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: C
         quota=pod_quota_use(collapsed, context.settings.vendors),
         allocation=";".join(f"{key}={encode_pod_single_device(c)}" for key, c in sorted(devices.items())),
         updated_at=context.clock(),
+        priority=facts.priority,
+        started=facts.started,
+        terminating=facts.terminating,
+        gang=facts.gang,
     )
 
 
@@ -105,7 +112,13 @@ def _quota_view(context: Context, snapshot: Snapshot, namespace: str, uid: str) 
 
 
 def _assume(
-    context: Context, uid: str, ctx: PodContext, choice: Choice, snapshot: Snapshot, verified: RowState | None
+    context: Context,
+    uid: str,
+    ctx: PodContext,
+    choice: Choice,
+    snapshot: Snapshot,
+    verified: RowState | None,
+    facts: PodFacts,
 ) -> tuple[Entry, PodDevices] | None:
     """Re-check the chosen node against committed reservations and reserve, atomically.
 
@@ -131,7 +144,7 @@ def _assume(
         if not verdict.fits or verdict.devices is None:
             return None
         placed.append(verdict.devices)
-        return _entry(uid, ctx, node.name, verdict.devices, context)
+        return _entry(uid, ctx, node.name, verdict.devices, context, facts)
 
     namespace = ctx.namespace if limits else None
     entry = context.ledger.assume(uid, node.name, check, namespace, choice.seen, verified)
@@ -287,6 +300,7 @@ def reserve(
     vendors = context.settings.vendors
     ref = _ref(pod, probe)
     uid = ref.uid
+    facts = facts_of(pod)  # kept on the row (app/core/podfacts.py)
     for _attempt in range(MAX_ATTEMPTS):
         mark = time.perf_counter()
         ctx = dataclasses.replace(probe, quota=_quota_view(context, snapshot, probe.namespace, uid))
@@ -302,7 +316,7 @@ def reserve(
             return None
         mark = time.perf_counter()
         try:
-            assumed = _assume(context, uid, ctx, choice, snapshot, verified)
+            assumed = _assume(context, uid, ctx, choice, snapshot, verified, facts)
         except Protected as exc:  # a bind marked or bound the row since it was read
             outcome.error, outcome.denial = f"hami-scheduler: {exc}; retry later", "may-be-bound"
             return None

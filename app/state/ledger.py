@@ -65,6 +65,7 @@ __all__ = [
 LEDGER_FILE = "ledger.db"
 
 _COLUMNS = COLUMNS
+_PLACES = ", ".join(["?"] * (len(COLUMNS.split(",")) + 1))  # the columns and seq
 _ROW_STATE = "SELECT uid, state, updated_at, namespace, name, bind, node FROM reservations"
 
 
@@ -104,7 +105,7 @@ class Ledger(ChangeLog):
 
     def _put(self, db: sqlite3.Connection, entry: Entry) -> None:
         db.execute(
-            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES ({_PLACES})",
             (
                 entry.uid,
                 entry.namespace,
@@ -116,6 +117,10 @@ class Ledger(ChangeLog):
                 entry.allocation,
                 entry.updated_at,
                 entry.bind,
+                entry.priority,
+                entry.started,
+                int(entry.terminating),
+                entry.gang,
                 self._next_seq(db),
             ),
         )

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import orjson
 
 from app.core.model import DeviceUse
+from app.core.podfacts import PodFacts
 from app.state.usecodec import decode_uses
 
 ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
@@ -25,7 +26,10 @@ IN_FLIGHT = (ASSUMED, CONFIRMED)
 NO_BIND, BIND_UNKNOWN, BIND_REBUILT = "", "unknown", "rebuilt"
 BIND_RUNNING = "bind-"  # the prefix of a running bind's token
 
-COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at, bind"
+COLUMNS = (
+    "uid, namespace, name, node, state, uses, quota, allocation, updated_at, bind,"
+    " priority, started, terminating, gang"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,15 @@ class Entry:
     allocation: str = ""
     updated_at: float = 0.0
     bind: str = NO_BIND  # the bind mark (module docstring)
+    # The pod's facts (app/core/podfacts.py), what preemption and gangs read of a holder without the API:
+    priority: int = 0  # spec.priority
+    started: str = ""  # status.startTime, else metadata.creationTimestamp (RFC 3339)
+    terminating: bool = False  # metadata.deletionTimestamp set
+    gang: str = ""  # <namespace>/<spec.schedulingGroup.podGroupName>
+
+    @property
+    def facts(self) -> PodFacts:
+        return PodFacts(self.priority, self.started, self.terminating, self.gang)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +82,8 @@ class RowState(NamedTuple):
 
 def entry_of(row: tuple[object, ...]) -> Entry:
     """A stored row (`COLUMNS`, in order) decoded."""
-    uid, namespace, name, node, state, uses, quota, allocation, updated_at, bind = row
+    uid, namespace, name, node, state, uses, quota, allocation, updated_at, bind, *facts = row
+    priority, started, terminating, gang = facts
     return Entry(
         str(uid),
         str(namespace),
@@ -81,6 +95,10 @@ def entry_of(row: tuple[object, ...]) -> Entry:
         str(allocation),
         float(updated_at),  # type: ignore[arg-type]
         str(bind),
+        int(priority),  # type: ignore[call-overload]
+        str(started),
+        bool(terminating),
+        str(gang),
     )
 
 

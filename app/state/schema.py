@@ -19,7 +19,11 @@ CREATE TABLE IF NOT EXISTS reservations (
     allocation TEXT NOT NULL,
     updated_at REAL NOT NULL,
     seq INTEGER NOT NULL,
-    bind TEXT NOT NULL DEFAULT ''
+    bind TEXT NOT NULL DEFAULT '',
+    priority INTEGER NOT NULL DEFAULT 0,
+    started TEXT NOT NULL DEFAULT '',
+    terminating INTEGER NOT NULL DEFAULT 0,
+    gang TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS reservations_node ON reservations (node);
 CREATE INDEX IF NOT EXISTS reservations_namespace ON reservations (namespace);
@@ -30,7 +34,13 @@ CREATE TABLE IF NOT EXISTS written (uid TEXT PRIMARY KEY, allocation TEXT NOT NU
 INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
 """
 # Columns added to a table after its first release: a file written before gets them (app/state/ledgerdb.py).
-ADDED_COLUMNS = (("reservations", "bind", "TEXT NOT NULL DEFAULT ''"),)
+ADDED_COLUMNS = (
+    ("reservations", "bind", "TEXT NOT NULL DEFAULT ''"),
+    ("reservations", "priority", "INTEGER NOT NULL DEFAULT 0"),
+    ("reservations", "started", "TEXT NOT NULL DEFAULT ''"),
+    ("reservations", "terminating", "INTEGER NOT NULL DEFAULT 0"),
+    ("reservations", "gang", "TEXT NOT NULL DEFAULT ''"),
+)
 # Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
 # instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The
 # implicit delete of INSERT OR REPLACE fires the delete trigger only with recursive_triggers on.

@@ -190,3 +190,19 @@ def test_the_winners_rows_are_read_only_when_they_changed_since_the_decision(
     second, _ = _reserve(context, pod(ctr(gpu=1, mem=1000), uid="s2"))
     assert second is not None and second.node == "busy" and read == ["busy"]
     assert evaluated == [{"busy-1": DeviceUse(1, 1000, 0)}]  # s1's use only (spread GPU policy): no other
+
+
+def test_the_assumed_row_keeps_the_pods_facts(context: Context) -> None:
+    """Priority, creation time and gang, from the request's pod (app/core/podfacts.py)."""
+    the_pod = pod(ctr(gpu=1, mem=1000), uid="facts")
+    the_pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    the_pod["spec"] |= {"priority": 50, "schedulingGroup": {"podGroupName": "train"}}
+    reserved, _ = _reserve(context, the_pod)
+    entry = context.ledger.get("facts")
+    assert reserved is not None and entry is not None
+    assert (entry.priority, entry.started, entry.terminating, entry.gang) == (
+        50,
+        "2026-01-01T00:00:00Z",
+        False,
+        f"{the_pod['metadata']['namespace']}/train",
+    )
