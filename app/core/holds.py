@@ -12,10 +12,13 @@ assigned to another member. A nomination never counts against its preemptor, a h
 never blocked (kube-scheduler's nominated pods block only pods of equal or lower priority), and an expired
 slot (now >= `expires_at`) blocks nobody.
 
-Invariant H1 (`overflowing` keeps it): on every node, the rows no live nomination claims as victims plus
-every live slot fit each device's slots, memory and cores — judged as the bind's re-check judges an
+Invariant H1 (`overflowing` keeps it): on every node, the rows no stored nomination claims as victims
+plus every live slot fit each device's slots, memory and cores — judged as the bind's re-check judges an
 allocation (`app.core.recheck.misfit`: the vendor's placement rules where it has them). Holds that do not
-fit are released whole, lowest priority first (a gang plan missing a slot is no plan).
+fit are released whole, lowest priority first (a gang plan missing a slot is no plan). A victim's capacity
+is being freed for as long as its nomination is stored — expired but not yet swept included, so time
+alone never breaks H1; deleting a nomination makes its victims count again, which is why every release
+is followed by this check on its nodes (app/state/holdstore.py).
 """
 
 from __future__ import annotations
@@ -104,10 +107,9 @@ def held_use(holds: Iterable[Hold], asker: Asker, now: float) -> dict[str, dict[
     return {node: sum_uses(uses) for node, uses in by_node.items()}
 
 
-def victims(holds: Iterable[Hold], now: float) -> frozenset[str]:
-    """The UIDs of the rows live nominations claim as victims (H1 does not count them)."""
-    live = (hold for hold in holds if hold.kind == NOMINATION and hold.live(now))
-    return frozenset(uid for hold in live for uid in hold.victims)
+def victims(holds: Iterable[Hold]) -> frozenset[str]:
+    """The UIDs of the rows the nominations among `holds` claim as victims (H1 does not count them)."""
+    return frozenset(uid for hold in holds if hold.kind == NOMINATION for uid in hold.victims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +126,14 @@ def _fits(
     node: NodeDevices,
     rows: Mapping[str, Mapping[str, DeviceUse]],
     kept: Sequence[_Key],
-    now: float,
+    claimed: frozenset[str],
     vendors: Sequence[Vendor],
 ) -> bool:
-    """H1 on `node` with exactly the holds `kept`: the rows they do not claim as victims, then each slot in
-    turn, judged as the bind's re-check judges an allocation."""
+    """H1 on `node` with exactly the live holds `kept`: the rows neither they nor a stored expired
+    nomination (`claimed`) claim as victims, then each slot in turn, judged as the bind's re-check judges
+    an allocation."""
     slots = [slot for key in kept for slot in key.slots]
-    claimed = victims(slots, now)
+    claimed = claimed | victims(slots)
     used: dict[str, DeviceUse] = sum_uses(uses for uid, uses in rows.items() if uid not in claimed)
     for slot in slots:
         if misfit(node, used, slot.uses, vendors):
@@ -148,25 +151,29 @@ def overflowing(
 ) -> list[str]:
     """The keys of the live holds on `node` to release so that H1 holds there, lowest priority first.
 
-    `rows`: the node's reservation rows by UID (all of them: victims are left out here, by the nominations
-    kept). Holds are kept greedily from the highest priority (then the oldest, then by key); a hold any of
-    whose slots on the node does not fit next to the rows and the holds kept before it is released whole.
+    `rows`: the node's reservation rows by UID, all of them; `holds`: the stored slots (expired ones too:
+    a nomination's victims stay claimed — their capacity is being freed — until it is deleted; only live
+    slots hold capacity). Holds are kept greedily from the highest priority (then the oldest, then by
+    key); a hold any of whose slots on the node does not fit next to the rows and the holds kept before it
+    is released whole (and the victims it claimed count again for the holds after it).
     """
     grouped: dict[str, list[Hold]] = {}
+    stale: list[Hold] = []
     for hold in holds:
-        if hold.node == node.name and hold.live(now):
-            grouped.setdefault(hold.key, []).append(hold)
+        if hold.node == node.name:
+            (grouped.setdefault(hold.key, []) if hold.live(now) else stale).append(hold)
+    claimed = victims(stale)
     keys = [
         _Key(key, max(s.priority for s in slots), min(s.created_at for s in slots), tuple(slots))
         for key, slots in grouped.items()
     ]
     keys.sort(key=lambda k: (-k.priority, k.created_at, k.key))
-    if _fits(node, rows, keys, now, vendors):
+    if _fits(node, rows, keys, claimed, vendors):
         return []
     kept: list[_Key] = []
     dropped: list[_Key] = []
     for key in keys:
-        if _fits(node, rows, [*kept, key], now, vendors):
+        if _fits(node, rows, [*kept, key], claimed, vendors):
             kept.append(key)
         else:
             dropped.append(key)

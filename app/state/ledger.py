@@ -13,13 +13,16 @@ chosen node against every other reservation and the insert happen in one `BEGIN 
 which holds SQLite's single write lock (app/state/ledgerdb.py: explicit transactions, never Python's
 default ones, which would let a read-then-insert race).
 
+The held reservations (app/state/holdstore.py) share the file and its transactions: an assume counts the
+slots that block its asker, consumes the asker's own and displaces those it leaves no room for; every row
+writer keeps invariant H1.
+
 Beside a row this replica's deferred write confirmed, the pod as that write's answer showed it (table
 `written`) is kept for one bind (`take_written`), which then needs no GET of the pod (app/bind/usecase.py).
 
-Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
-view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
-One connection per process, opened after fork (app/state/ledgerdb.py). The schema: app/state/schema.py; a
-row's device uses as bytes: app/state/usecodec.py.
+Every change gets a sequence number (app/state/changelog.py) so each process refreshes its in-memory view
+incrementally. One connection per process, opened after fork (app/state/ledgerdb.py). The schema:
+app/state/schema.py; a row as data, its states and bind marks: app/state/rows.py.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from typing import Any
 
 import orjson
 
+from app.core.holds import blocks
 from app.core.model import DeviceUse
-from app.state.changelog import ChangeLog
+from app.state.holdstore import Asking, Freeing, HoldStore
 from app.state.rows import (
     ASSUMED,
     BIND_RUNNING,
@@ -41,12 +45,15 @@ from app.state.rows import (
     BOUND,
     COLUMNS,
     CONFIRMED,
+    IN_FLIGHT,
     NO_BIND,
     Changes,
     Entry,
+    Protected,
     RowState,
     entry_of,
-    version,
+    replaceable,
+    row_state,
 )
 from app.state.usecodec import decode_uses, decoded_uses, encode_uses
 
@@ -69,32 +76,7 @@ _PLACES = ", ".join(["?"] * (len(COLUMNS.split(",")) + 1))  # the columns and se
 _ROW_STATE = "SELECT uid, state, updated_at, namespace, name, bind, node FROM reservations"
 
 
-class Protected(Exception):
-    """A filter's write met a row it may not replace or forget (`Ledger.assume`): bound, or marked by a
-    bind, and not the very version the caller verified unbound on the API."""
-
-    def __init__(self, row: RowState) -> None:
-        super().__init__(f"the reservation of pod {row.namespace}/{row.name} may be bound ({row.state})")
-        self.row = row
-
-
-def _row_state(row: tuple[Any, ...]) -> RowState:
-    uid, state, at, namespace, name, bind, node = row
-    return RowState(str(uid), str(state), float(at), str(namespace), str(name), str(bind), str(node))
-
-
-def _replaceable(current: RowState | None, verified: RowState | None) -> bool:
-    """May a filter replace or forget `current` (docs/ledger-writers.md)? Only when no bind may have acted
-    on it, or when it is exactly the version the caller verified unbound with a read of the pod; never a
-    `bound` row."""
-    if current is None:
-        return True
-    if current.state == BOUND:
-        return False
-    return current.bind == NO_BIND or (verified is not None and version(current) == version(verified))
-
-
-class Ledger(ChangeLog):
+class Ledger(HoldStore):
     """The reservations, their change log and the status rows, on this process's connection to the shared
     file (app/state/ledgerdb.py: opening, the lock threads take turns on, transactions)."""
 
@@ -125,11 +107,16 @@ class Ledger(ChangeLog):
             ),
         )
 
-    def _delete(self, db: sqlite3.Connection, uid: str) -> bool:
+    def _delete(self, db: sqlite3.Connection, uid: str, free: Freeing | None = None) -> bool:
+        """Remove the row; with `free` (why, when), a row in flight records its node as freed (capacity back
+        without an event kube-scheduler sees: app/state/holdstore.py)."""
         db.execute("DELETE FROM written WHERE uid = ?", (uid,))
-        if db.execute("DELETE FROM reservations WHERE uid = ?", (uid,)).rowcount == 0:
+        gone = db.execute("DELETE FROM reservations WHERE uid = ? RETURNING node, state", (uid,)).fetchone()
+        if gone is None:
             return False
         db.execute("INSERT INTO tombstones (seq, uid) VALUES (?, ?)", (self._next_seq(db), uid))
+        if free is not None and gone[1] in IN_FLIGHT:
+            self._record_freed(db, (str(gone[0]),), *free)
         return True
 
     # -- the decision path ------------------------------------------------------------------------------
@@ -171,7 +158,7 @@ class Ledger(ChangeLog):
 
     def _current(self, db: sqlite3.Connection, uid: str) -> RowState | None:
         row = db.execute(f"{_ROW_STATE} WHERE uid = ?", (uid,)).fetchone()
-        return _row_state(row) if row else None
+        return row_state(row) if row else None
 
     def assume(
         self,
@@ -181,6 +168,7 @@ class Ledger(ChangeLog):
         quota_namespace: str | None = None,
         seen: tuple[int, int] | None = None,
         verified: RowState | None = None,
+        asking: Asking | None = None,
     ) -> Entry | None:
         """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every
         OTHER reservation on `node` as committed now, and the quota used by the others in
@@ -191,19 +179,33 @@ class Ledger(ChangeLog):
         when the committed ones still match, `check` gets None instead of their uses: the rows committed on
         the node are exactly the ones the view holds (none is newer than the view, and none is missing).
 
-        Raises Protected, writing nothing, when the pod's own row may be bound (`_replaceable`): `verified`
-        is the version of it the caller read the pod after and found unbound (app/filter/rowguard.py).
+        Raises Protected, writing nothing, when the pod's own row may be bound (`rows.replaceable`):
+        `verified` is the version of it read before a read of the pod found it unbound
+        (app/filter/rowguard.py).
+
+        `asking` (the asker, docs/held-reservations.md): the live slots on `node` that block it count as
+        usage too (rule 2; `check` gets None only when the holds are also the version the decision saw);
+        once the entry is stored its own slots are consumed (rule 3) and the holds on `node` it leaves no
+        room for are displaced (rule 4), in the same transaction.
         """
         with self.transaction() as db:
             current = self._current(db, uid)
-            if not _replaceable(current, verified):
+            if not replaceable(current, verified):
                 assert current is not None
                 raise Protected(current)
             used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
             same = seen is not None and self.node_stamp(db, node, uid) == seen
-            entry = check(None if same else self.node_uses(db, node, uid), used)
+            held: list[Mapping[str, DeviceUse]] = []
+            if asking is not None:
+                slots = self._slots(db, "WHERE node = ?", (node,))
+                held = [h.uses for h in slots if blocks(h, asking.asker, asking.now)]
+                same = same and self._holds_version(db) == asking.seen
+            entry = check(None if same else [*self.node_uses(db, node, uid), *held], used)
             if entry is not None:
                 self._put(db, entry)
+                if asking is not None:
+                    self._consume(db, asking, node)
+                    self._enforce_h1(db, (node,), f"displaced by {asking.who}")
             return entry
 
     def record_checked(
@@ -229,6 +231,7 @@ class Ledger(ChangeLog):
                         entry, state=CONFIRMED, bind=current.bind if current and running else token
                     )
                     self._put(db, entry)
+                    self._enforce_h1(db, (node,), f"displaced by {entry.namespace}/{entry.name} (bind)")
             return entry
 
     def get(self, uid: str) -> Entry | None:
@@ -317,10 +320,11 @@ class Ledger(ChangeLog):
 
     def forget_unbound(self, uid: str, verified: RowState | None = None) -> bool:
         """A filter that placed the pod nowhere releases its previous reservation — only one no bind may
-        have acted on, or the very version the caller verified unbound (`_replaceable`); True if removed."""
+        have acted on, or the very version the caller verified unbound (`rows.replaceable`); True if
+        removed."""
         with self.transaction() as db:
             current = self._current(db, uid)
-            return current is not None and _replaceable(current, verified) and self._delete(db, uid)
+            return current is not None and replaceable(current, verified) and self._delete(db, uid)
 
     def forget_in_flight(self, uid: str, namespace: str, name: str, token: str = NO_BIND) -> bool:
         """The failure path of bind: remove the pod's reservation only while it is in flight (`assumed` or
@@ -338,18 +342,22 @@ class Ledger(ChangeLog):
     # -- reconciliation (registration worker) -----------------------------------------------------------
 
     def upsert(self, entries: Iterable[Entry]) -> None:
+        """Write rows as the API shows their pods (the worker's live rules); the holds they leave no room
+        for are displaced (H1)."""
         with self.transaction() as db:
             for entry in entries:
                 self._put(db, entry)
+                self._enforce_h1(db, (entry.node,), f"displaced by {entry.namespace}/{entry.name} (bound)")
 
-    def remove(self, uids: Iterable[str]) -> int:
+    def remove(self, uids: Iterable[str], free: Freeing | None = None) -> int:
+        """Remove rows; with `free`, the nodes of those in flight are recorded as freed (`_delete`)."""
         with self.transaction() as db:
-            return sum(self._delete(db, uid) for uid in uids)
+            return sum(self._delete(db, uid, free) for uid in uids)
 
-    def remove_unchanged(self, rows: Iterable[RowState]) -> list[str]:
+    def remove_unchanged(self, rows: Iterable[RowState], free: Freeing | None = None) -> list[str]:
         """The sweep's removal: each row only if it is still exactly the one read (same state, same write
         time), checked in the same transaction — a /filter of another process that replaced it meanwhile
-        (the pod filtered again) keeps its new reservation. Returns the uids removed."""
+        (the pod filtered again) keeps its new reservation. Returns the uids removed; `free` as `remove`."""
         removed = []
         with self.transaction() as db:
             for row in rows:
@@ -357,12 +365,13 @@ class Ledger(ChangeLog):
                     "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND updated_at = ?",
                     (row.uid, row.state, row.updated_at),
                 ).fetchone()
-                if found and self._delete(db, row.uid):
+                if found and self._delete(db, row.uid, free):
                     removed.append(row.uid)
         return removed
 
     def replace_all(self, entries: Iterable[Entry], keep: Callable[[Entry], bool] | None = None) -> None:
-        """A rebuild: the ledger becomes exactly `entries`; readers see a new epoch and reload.
+        """A rebuild: the ledger's rows become exactly `entries`; readers see a new epoch and reload. The
+        holds are kept (those the new rows leave no room for are displaced: H1).
 
         Current rows for which `keep` returns True survive (and win over an entry with the same uid); they
         are read in the same transaction, so an assume committed meanwhile is never lost."""
@@ -380,6 +389,8 @@ class Ledger(ChangeLog):
             db.execute(
                 "UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'seq') WHERE key = 'pruned'"
             )
+            held = [str(node) for (node,) in db.execute("SELECT DISTINCT node FROM holds")]
+            self._enforce_h1(db, held, "displaced by a rebuild")  # the holds are kept, within H1
 
     def all_entries(self) -> list[Entry]:
         with self._lock:
@@ -391,4 +402,4 @@ class Ledger(ChangeLog):
         20,000 rows' device uses with `all_entries` costs ~0.4 s of CPU every sweep)."""
         with self._lock:
             rows = self._db.execute(_ROW_STATE).fetchall()
-        return [_row_state(row) for row in rows]
+        return [row_state(row) for row in rows]

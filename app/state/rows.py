@@ -11,9 +11,9 @@ may be landing). A `bound` row never carries one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -110,3 +110,29 @@ def may_be_bound(row: RowState) -> bool:
 def version(row: RowState) -> tuple[str, float, str]:
     """What identifies one version of a row: a decision rewrites it with a new date, a bind marks it."""
     return (row.state, row.updated_at, row.bind)
+
+
+class Protected(Exception):
+    """A filter's write met a row it may not replace or forget (`Ledger.assume`): bound, or marked by a
+    bind, and not the very version the caller verified unbound on the API."""
+
+    def __init__(self, row: RowState) -> None:
+        super().__init__(f"the reservation of pod {row.namespace}/{row.name} may be bound ({row.state})")
+        self.row = row
+
+
+def row_state(row: Sequence[Any]) -> RowState:
+    """A row as `SELECT uid, state, updated_at, namespace, name, bind, node` reads it."""
+    uid, state, at, namespace, name, bind, node = row
+    return RowState(str(uid), str(state), float(at), str(namespace), str(name), str(bind), str(node))
+
+
+def replaceable(current: RowState | None, verified: RowState | None) -> bool:
+    """May a filter replace or forget `current` (docs/ledger-writers.md)? Only when no bind may have acted
+    on it, or when it is exactly the version the caller verified unbound with a read of the pod; never a
+    `bound` row."""
+    if current is None:
+        return True
+    if current.state == BOUND:
+        return False
+    return current.bind == NO_BIND or (verified is not None and version(current) == version(verified))

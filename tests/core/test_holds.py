@@ -108,9 +108,15 @@ def test_held_use_sums_exactly_the_blocking_live_slots(holds: list[Hold], asker:
 NODE = node("n", gpu("g0", 0, count=4, mem=10000, core=100), gpu("g1", 1, count=4, mem=10000, core=100))
 
 
-def _h1(devices: NodeDevices, rows: Mapping[str, Mapping[str, DeviceUse]], kept: Sequence[Hold]) -> bool:
-    """The reference H1: per device, plain sums of the unclaimed rows and the live slots within capacity."""
-    claimed = victims(kept, NOW)
+def _h1(
+    devices: NodeDevices,
+    rows: Mapping[str, Mapping[str, DeviceUse]],
+    kept: Sequence[Hold],
+    stale: Sequence[Hold],
+) -> bool:
+    """The reference H1: per device, plain sums of the rows no stored nomination claims and of the live
+    slots within capacity."""
+    claimed = victims([*kept, *stale])
     for device in devices.devices:
         uses = [u[device.id] for uid, u in rows.items() if uid not in claimed and device.id in u]
         uses += [h.uses[device.id] for h in kept if h.live(NOW) and device.id in h.uses]
@@ -165,10 +171,11 @@ def test_h1_holds_once_the_overflowing_holds_are_released(
     rows, holds = scene
     released = overflowing(NODE, rows, holds, NOW)  # capacity alone: what the reference `_h1` sums
     live_here = [h for h in holds if h.node == "n" and h.live(NOW)]
+    stale = [h for h in holds if h.node == "n" and not h.live(NOW)]
     assert set(released) <= {h.key for h in live_here}, "only live holds on the node are released"
     kept = [h for h in live_here if h.key not in released]
-    assert _h1(NODE, rows, kept)
-    if _h1(NODE, rows, live_here):
+    assert _h1(NODE, rows, kept, stale)
+    if _h1(NODE, rows, live_here, stale):
         assert released == [], "nothing is released where everything fits"
     priority = {h.key: max(s.priority for s in live_here if s.key == h.key) for h in live_here}
     assert [priority[k] for k in released] == sorted(priority[k] for k in released), "lowest priority first"
@@ -179,7 +186,7 @@ def test_h1_holds_once_the_overflowing_holds_are_released(
             for h in kept
             if (-priority[h.key], min(s.created_at for s in live_here if s.key == h.key), h.key) < rank
         ]
-        assert not _h1(NODE, rows, above + [h for h in live_here if h.key == key])
+        assert not _h1(NODE, rows, above + [h for h in live_here if h.key == key], stale)
 
 
 def test_a_nomination_holds_only_what_its_victims_free() -> None:
