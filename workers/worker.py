@@ -31,12 +31,14 @@ from typing import BinaryIO
 
 from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.inventory import node_name
+from app.core.model import NodeDevices
 from app.core.vendor import node_locks
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
 from app.k8s.watching import Target
 from app.state import gauges
+from app.state.holdstore import Judge
 from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
@@ -105,6 +107,7 @@ class Worker:
             release=self._release_phantom,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
+        self._reconcile_ledger.use_judge(Judge(self._node_devices, vendors, clock))  # H1 on every write
         self.capacity = CapacityPublisher(kube, settings, clock, self.metrics.capacity_patches)
         self.dra = DraCheck(kube, vendors, self._reconcile_ledger, self.metrics, clock)
         self.state_metrics = StateMetrics(
@@ -197,6 +200,11 @@ class Worker:
         )
         self.informers.append(informer)
         return FollowLease(lambda: informer.get(lease_key), leader.identity)
+
+    def _node_devices(self, name: str) -> NodeDevices | None:
+        """The node's devices as the last published inventory has them."""
+        record = self.registrar.last.nodes.get(name) if self.registrar.last is not None else None
+        return record.devices if record is not None else None
 
     # -- informer handlers (informer threads) -------------------------------------------------------------
 

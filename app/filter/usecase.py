@@ -16,6 +16,10 @@ Invariants owned here:
 - The FORGET of a filter — nothing fits, or its write failed — removes only the row it may: the pod's
   own row no bind may have acted on, or the assumed row its write was for; no filter ever replaces or
   forgets the row of a pod that is or may be bound (app/filter/rowguard.py, docs/ledger-writers.md).
+- The pod is the asker of the held reservations (its UID, `spec.priority`, gang; app/core/podfacts.py):
+  the live slots that block it count as usage in the decision and again in the assume's transaction,
+  which also consumes its own slots and displaces the holds it leaves no room for
+  (docs/held-reservations.md).
 - A pod of an adopted scheduler name (app/core/adoption.py) is refused: it is counted, never changed.
 - Readiness and what is read of the pod before deciding: app/filter/intake.py.
 """
@@ -43,7 +47,7 @@ from app.core.decision import (
 )
 from app.core.fit import PodContext, evaluate_node
 from app.core.model import DeviceUse, PodDevices
-from app.core.podfacts import PodFacts, facts_of
+from app.core.podfacts import PodFacts, asker_of, facts_of
 from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
@@ -55,6 +59,7 @@ from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
 from app.state.fastpath import Choice
+from app.state.holdstore import Asking
 from app.state.ledger import ASSUMED, CONFIRMED, Entry, Protected, RowState
 from app.state.snapshot import Snapshot
 
@@ -119,6 +124,7 @@ def _assume(
     snapshot: Snapshot,
     verified: RowState | None,
     facts: PodFacts,
+    asking: Asking,
 ) -> tuple[Entry, PodDevices] | None:
     """Re-check the chosen node against committed reservations and reserve, atomically.
 
@@ -147,7 +153,7 @@ def _assume(
         return _entry(uid, ctx, node.name, verdict.devices, context, facts)
 
     namespace = ctx.namespace if limits else None
-    entry = context.ledger.assume(uid, node.name, check, namespace, choice.seen, verified)
+    entry = context.ledger.assume(uid, node.name, check, namespace, choice.seen, verified, asking)
     return (entry, placed[-1]) if entry is not None else None
 
 
@@ -301,10 +307,12 @@ def reserve(
     ref = _ref(pod, probe)
     uid = ref.uid
     facts = facts_of(pod)  # kept on the row (app/core/podfacts.py)
+    asker = asker_of(pod)  # the holds that block it count as usage (docs/held-reservations.md)
     for _attempt in range(MAX_ATTEMPTS):
         mark = time.perf_counter()
         ctx = dataclasses.replace(probe, quota=_quota_view(context, snapshot, probe.namespace, uid))
-        choice = context.fastpath.choose(ctx, candidates, snapshot, context.usage, vendors, uid)
+        now = context.clock()
+        choice = context.fastpath.choose(ctx, candidates, snapshot, context.usage, vendors, uid, asker, now)
         outcome.phases["fit"] = outcome.phases.get("fit", 0.0) + time.perf_counter() - mark
         winner = choice.winner
         if winner is None:
@@ -316,7 +324,8 @@ def reserve(
             return None
         mark = time.perf_counter()
         try:
-            assumed = _assume(context, uid, ctx, choice, snapshot, verified, facts)
+            asking = Asking(asker, now, choice.holds, f"{ref.namespace}/{ref.name}")
+            assumed = _assume(context, uid, ctx, choice, snapshot, verified, facts, asking)
         except Protected as exc:  # a bind marked or bound the row since it was read
             outcome.error, outcome.denial = f"hami-scheduler: {exc}; retry later", "may-be-bound"
             return None

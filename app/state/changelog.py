@@ -55,9 +55,8 @@ class ChangeLog(LedgerConnection):
         rows = [row for row in found if row[0] == _ROW]
         removed = tuple(str(row[1]) for row in found if row[0] == _TOMBSTONE)
         seqs = tuple(int(row[-1]) for row in rows)
-        return Changes(
-            tuple(entry_of(r[1:-1]) for r in rows), removed, meta["seq"], meta["epoch"], full, seqs
-        )
+        entries = tuple(entry_of(r[1:-1]) for r in rows)
+        return Changes(entries, removed, meta["seq"], meta["epoch"], full, seqs, meta["holds"])
 
     def _select(self, query: str, args: tuple[int, ...]) -> tuple[list[Any], dict[str, int]]:
         with self._lock:

@@ -65,6 +65,7 @@ class Changes:
     epoch: int
     full: bool
     seqs: tuple[int, ...] = ()  # each entry's sequence number, in order (none: not known)
+    holds: int = 0  # the holds' version (meta `holds`): a reader reloads every hold when it moved
 
 
 class RowState(NamedTuple):
