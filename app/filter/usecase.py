@@ -46,8 +46,9 @@ from app.core.decision import (
     success_event,
 )
 from app.core.fit import PodContext, evaluate_node
+from app.core.holds import Asker
 from app.core.model import DeviceUse, PodDevices
-from app.core.podfacts import PodFacts, asker_of, facts_of
+from app.core.podfacts import PodFacts, facts_of
 from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
@@ -307,7 +308,9 @@ def reserve(
     ref = _ref(pod, probe)
     uid = ref.uid
     facts = facts_of(pod)  # kept on the row (app/core/podfacts.py)
-    asker = asker_of(pod)  # the holds that block it count as usage (docs/held-reservations.md)
+    asker = Asker(
+        uid, facts.priority, facts.gang
+    )  # the holds that block it count (docs/held-reservations.md)
     for _attempt in range(MAX_ATTEMPTS):
         mark = time.perf_counter()
         ctx = dataclasses.replace(probe, quota=_quota_view(context, snapshot, probe.namespace, uid))
@@ -324,7 +327,7 @@ def reserve(
             return None
         mark = time.perf_counter()
         try:
-            asking = Asking(asker, now, choice.holds, f"{ref.namespace}/{ref.name}")
+            asking = Asking(asker, now, choice.holds, f"{ref.namespace}/{ref.name}", choice.no_holds)
             assumed = _assume(context, uid, ctx, choice, snapshot, verified, facts, asking)
         except Protected as exc:  # a bind marked or bound the row since it was read
             outcome.error, outcome.denial = f"hami-scheduler: {exc}; retry later", "may-be-bound"

@@ -68,6 +68,7 @@ class Choice:
     )  # the winner's usage the decision saw (blocking slots included)
     seen: tuple[int, int] | None = None  # the winner's other rows it summed (`UsageView.rows_stamp`)
     holds: int = -1  # the holds' version whose blocking slots it added (`UsageView.holds_version`)
+    no_holds: bool = False  # there was none at that version
 
 
 def signature(ctx: PodContext, vendors: Sequence[Vendor]) -> Hashable:
@@ -257,7 +258,8 @@ class _Decision:
 
     def _chosen(self, winner: NodeVerdict, row: int, ranked_ahead: int) -> Choice:
         seen = self.usage.rows_stamp(winner.node, self.uid)
-        return Choice(winner, {}, ranked_ahead, self._use(row), seen, self.usage.holds_version)
+        usage = self.usage
+        return Choice(winner, {}, ranked_ahead, self._use(row), seen, usage.holds_version, not usage.holds)
 
     def _evaluate(self, row: int) -> NodeVerdict | str:
         """The full verdict, or the remembered failure reason of this node state."""

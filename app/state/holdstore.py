@@ -78,6 +78,7 @@ class Asking:
     now: float
     seen: int = -1
     who: str = ""  # <namespace>/<name>: the cause of the holds it displaces
+    none: bool = False  # the decision saw no hold at all at version `seen`
 
 
 Freeing = tuple[str, float]  # why capacity comes back, and when

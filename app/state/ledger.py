@@ -22,12 +22,12 @@ Beside a row this replica's deferred write confirmed, the pod as that write's an
 
 Every change gets a sequence number (app/state/changelog.py) so each process refreshes its in-memory view
 incrementally. One connection per process, opened after fork (app/state/ledgerdb.py). The schema:
-app/state/schema.py; a row as data, its states and bind marks: app/state/rows.py.
+app/state/schema.py; a row as data, its states and bind marks: app/state/rows.py; how it is stored and
+read: app/state/rowstore.py.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +37,7 @@ import orjson
 
 from app.core.holds import blocks
 from app.core.model import DeviceUse
-from app.state.holdstore import Asking, Freeing, HoldStore
+from app.state.holdstore import Asking, Freeing
 from app.state.rows import (
     ASSUMED,
     BIND_RUNNING,
@@ -45,7 +45,6 @@ from app.state.rows import (
     BOUND,
     COLUMNS,
     CONFIRMED,
-    IN_FLIGHT,
     NO_BIND,
     Changes,
     Entry,
@@ -55,7 +54,7 @@ from app.state.rows import (
     replaceable,
     row_state,
 )
-from app.state.usecodec import decode_uses, decoded_uses, encode_uses
+from app.state.rowstore import ROW_STATE, RowStore
 
 __all__ = [
     "ASSUMED",
@@ -71,94 +70,14 @@ __all__ = [
 
 LEDGER_FILE = "ledger.db"
 
-_COLUMNS = COLUMNS
-_PLACES = ", ".join(["?"] * (len(COLUMNS.split(",")) + 1))  # the columns and seq
-_ROW_STATE = "SELECT uid, state, updated_at, namespace, name, bind, node FROM reservations"
 
-
-class Ledger(HoldStore):
-    """The reservations, their change log and the status rows, on this process's connection to the shared
-    file (app/state/ledgerdb.py: opening, the lock threads take turns on, transactions)."""
+class Ledger(RowStore):
+    """The reservations' writers (docs/ledger-writers.md), on this process's connection to the shared file,
+    over the rows' storage (app/state/rowstore.py), the holds (app/state/holdstore.py), the change log and
+    status rows (app/state/changelog.py) and the connection itself (app/state/ledgerdb.py)."""
 
     def __init__(self, state_dir: Path, *, timeout: float = 10.0) -> None:
         super().__init__(state_dir / LEDGER_FILE, timeout=timeout)
-
-    # -- rows -------------------------------------------------------------------------------------------
-
-    def _put(self, db: sqlite3.Connection, entry: Entry) -> None:
-        db.execute(
-            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES ({_PLACES})",
-            (
-                entry.uid,
-                entry.namespace,
-                entry.name,
-                entry.node,
-                entry.state,
-                encode_uses(entry.uses),
-                orjson.dumps(dict(entry.quota)),
-                entry.allocation,
-                entry.updated_at,
-                entry.bind,
-                entry.priority,
-                entry.started,
-                int(entry.terminating),
-                entry.gang,
-                self._next_seq(db),
-            ),
-        )
-
-    def _delete(self, db: sqlite3.Connection, uid: str, free: Freeing | None = None) -> bool:
-        """Remove the row; with `free` (why, when), a row in flight records its node as freed (capacity back
-        without an event kube-scheduler sees: app/state/holdstore.py)."""
-        db.execute("DELETE FROM written WHERE uid = ?", (uid,))
-        gone = db.execute("DELETE FROM reservations WHERE uid = ? RETURNING node, state", (uid,)).fetchone()
-        if gone is None:
-            return False
-        db.execute("INSERT INTO tombstones (seq, uid) VALUES (?, ?)", (self._next_seq(db), uid))
-        if free is not None and gone[1] in IN_FLIGHT:
-            self._record_freed(db, (str(gone[0]),), *free)
-        return True
-
-    # -- the decision path ------------------------------------------------------------------------------
-
-    def node_stamp(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> tuple[int, int]:
-        """How many reservations other than `exclude_uid`'s are on `node`, and the newest sequence number
-        among them (0 for none): equal to a reader's count and newest number of the rows it took from
-        `changes_since` for the node, the rows are the very same (`UsageView.rows_stamp`)."""
-        count, newest = db.execute(
-            "SELECT count(*), coalesce(max(seq), 0) FROM reservations WHERE node = ? AND uid != ?",
-            (node, exclude_uid),
-        ).fetchone()
-        return int(count), int(newest)
-
-    def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Mapping[str, DeviceUse]]:
-        rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
-        return [decoded_uses(uses) for (uses,) in rows]
-
-    def node_uses_by_uid(
-        self, db: sqlite3.Connection, node: str, exclude_uid: str
-    ) -> dict[str, dict[str, DeviceUse]]:
-        query = "SELECT uid, uses FROM reservations WHERE node = ? AND uid != ?"
-        return {str(uid): decode_uses(uses) for uid, uses in db.execute(query, (node, exclude_uid))}
-
-    def quota_used(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> dict[str, int]:
-        """resource -> amount held by the namespace's reservations other than `exclude_uid`'s."""
-        used = {
-            str(resource): int(amount)
-            for resource, amount in db.execute(
-                "SELECT resource, amount FROM quota_used WHERE namespace = ?", (namespace,)
-            )
-        }
-        own = db.execute(
-            "SELECT quota FROM reservations WHERE uid = ? AND namespace = ?", (exclude_uid, namespace)
-        ).fetchone()
-        for resource, amount in (orjson.loads(own[0]) if own else {}).items():
-            used[resource] = used.get(resource, 0) - amount
-        return used
-
-    def _current(self, db: sqlite3.Connection, uid: str) -> RowState | None:
-        row = db.execute(f"{_ROW_STATE} WHERE uid = ?", (uid,)).fetchone()
-        return row_state(row) if row else None
 
     def assume(
         self,
@@ -189,21 +108,23 @@ class Ledger(HoldStore):
         room for are displaced (rule 4), in the same transaction.
         """
         with self.transaction() as db:
-            current = self._current(db, uid)
+            current, version = self._current_and_holds(db, uid)
             if not replaceable(current, verified):
                 assert current is not None
                 raise Protected(current)
             used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
             same = seen is not None and self.node_stamp(db, node, uid) == seen
             held: list[Mapping[str, DeviceUse]] = []
-            if asking is not None:
+            # the holds the decision saw, when it saw none: there are none (the usual case reads nothing)
+            holds = asking is not None and not (asking.none and version == asking.seen)
+            if asking is not None and holds:
                 slots = self._slots(db, "WHERE node = ?", (node,))
                 held = [h.uses for h in slots if blocks(h, asking.asker, asking.now)]
-                same = same and self._holds_version(db) == asking.seen
+                same = same and version == asking.seen
             entry = check(None if same else [*self.node_uses(db, node, uid), *held], used)
             if entry is not None:
                 self._put(db, entry)
-                if asking is not None:
+                if asking is not None and holds:
                     self._consume(db, asking, node)
                     self._enforce_h1(db, (node,), f"displaced by {asking.who}")
             return entry
@@ -233,16 +154,6 @@ class Ledger(HoldStore):
                     self._put(db, entry)
                     self._enforce_h1(db, (node,), f"displaced by {entry.namespace}/{entry.name} (bind)")
             return entry
-
-    def get(self, uid: str) -> Entry | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE uid = ?", (uid,)).fetchone()
-        return entry_of(row) if row else None
-
-    def row(self, uid: str) -> RowState | None:
-        """The pod's row without its uses (one indexed read, nothing decoded)."""
-        with self._lock:
-            return self._current(self._db, uid)
 
     def set_state(self, uid: str, state: str, *, only_from: Iterable[str] = ()) -> bool:
         """Move a reservation to `state` (optionally only from the given states); False if absent. A row
@@ -378,7 +289,7 @@ class Ledger(HoldStore):
         with self.transaction() as db:
             final = {entry.uid: entry for entry in entries}
             if keep is not None:
-                current = (entry_of(row) for row in db.execute(f"SELECT {_COLUMNS} FROM reservations"))
+                current = (entry_of(row) for row in db.execute(f"SELECT {COLUMNS} FROM reservations"))
                 final.update({row.uid: row for row in current if keep(row)})
             db.execute("DELETE FROM reservations")
             db.execute("DELETE FROM tombstones")
@@ -394,12 +305,12 @@ class Ledger(HoldStore):
 
     def all_entries(self) -> list[Entry]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM reservations ORDER BY uid").fetchall()
+            rows = self._db.execute(f"SELECT {COLUMNS} FROM reservations ORDER BY uid").fetchall()
         return [entry_of(row) for row in rows]
 
     def row_states(self) -> list[RowState]:
         """uid, state and write time of every row, nothing decoded: what the worker's sweep reads (decoding
         20,000 rows' device uses with `all_entries` costs ~0.4 s of CPU every sweep)."""
         with self._lock:
-            rows = self._db.execute(_ROW_STATE).fetchall()
+            rows = self._db.execute(ROW_STATE).fetchall()
         return [row_state(row) for row in rows]
