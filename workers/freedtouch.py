@@ -2,16 +2,17 @@
 devices came back on a node without an API event it would see, so the pods our filter refused are tried
 again within seconds rather than at its five-minute flush.
 
-kube-scheduler re-queues a pod an extender refused (it names no plugin that rejected it) on any cluster
-event some enabled plugin registered interest in (`isPodWorthRequeuing` with no rejector plugins:
-`queueAfterBackoff`). A node change counts only as the kinds `NodeSchedulingPropertiesChange` extracts, and
-only those a plugin registered: read in kube-scheduler's source (pkg/scheduler/eventhandlers.go
-`updateNodeInCache`, framework/events.go, the default plugins' `EventsToRegister`) for 1.34.4, 1.37.2 and
-1.38.0-beta.0, an annotation change (`UpdateNodeAnnotation`) interests no default plugin and is dropped,
-while a label change (`UpdateNodeLabel`: NodeAffinity, InterPodAffinity, PodTopologySpread, VolumeBinding,
-VolumeZone) moves every such pod to the active or backoff queue. So the touch sets the scheduler-owned
-node label `FREED_LABEL` to the time in milliseconds (docs/compatibility.md); tests/real/test_real_freed.py
-shows a refused pod binding within seconds of the capacity's release.
+kube-scheduler re-queues a pod an extender refused on any cluster event: read in its source for 1.34.4,
+1.37.2 and 1.38.0-beta.0, a profile with extenders registers a default enqueue extension for the fake plugin
+`Extender` (pkg/scheduler/framework/runtime/framework.go: every resource, every action, hint `Queue`), and
+a pod whose only rejection came from an extender carries `Extender` among its unschedulable plugins
+(schedule_one.go). A node update counts as the changes `NodeSchedulingPropertiesChange` extracts
+(framework/events.go), an annotation change (`UpdateNodeAnnotation`) among them. So the touch is a merge
+patch of the scheduler-owned node annotation `FREED_ANNOTATION` (the time in milliseconds: every touch a
+new value; docs/compatibility.md): nothing selects on it, and the worker's own node shape leaves it out (no
+registration pass). kube-scheduler's log at -v=6 names it: `event="NodeUpdateNodeAnnotation"`;
+tests/real/test_real_freed.py shows a refused pod binding within seconds of the capacity's release, and
+the same pod left waiting when the release is not followed by a touch.
 
 Released without such an event (the releasing process records the node in the ledger's `freed` table,
 app/state/holdstore.py): a hold that ended (any way), a phantom reservation the sweep removed, the
@@ -38,7 +39,7 @@ from workers.metrics import WorkerMetrics
 
 logger = logging.getLogger(__name__)
 
-FREED_LABEL = "hami.io/capacity-freed"  # scheduler-owned: milliseconds since the epoch of the last touch
+FREED_ANNOTATION = "hami.io/capacity-freed"  # scheduler-owned: milliseconds since the epoch of the last touch
 MIN_INTERVAL = 1.0  # seconds between two touches of one node
 
 
@@ -75,7 +76,8 @@ class FreedTouch:
             if not leading():
                 return touched
             try:
-                objects.patch_node_labels(self._kube, node, {FREED_LABEL: str(int(self._clock() * 1000))})
+                stamp = str(int(self._clock() * 1000))
+                objects.patch_node_annotations(self._kube, node, {FREED_ANNOTATION: stamp})
             except ApiError as exc:
                 if exc.not_found:
                     del self._pending[node]

@@ -202,12 +202,6 @@ def patch_node_annotations(
     return _object(_call(kube, "PATCH", _node_path(name), body, MERGE_PATCH))
 
 
-def patch_node_labels(kube: Kube, name: str, labels: Mapping[str, str | None]) -> dict[str, Any]:
-    """Merge patch of node labels (None deletes one). Returns the updated node."""
-    body = _metadata_patch({}, labels, None)
-    return _object(_call(kube, "PATCH", _node_path(name), body, MERGE_PATCH))
-
-
 def _pointer(*keys: str) -> str:
     """An RFC 6901 JSON pointer to `keys` (`~` and `/` escaped)."""
     return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)

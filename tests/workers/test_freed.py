@@ -1,6 +1,6 @@
 """Freed capacity is heard (workers/holdsweep.py, workers/freedtouch.py, docs/held-reservations.md): the
 sweep ends expired holds and those whose owner is gone, the worker's rules record the nodes of removed
-in-flight rows, and the leader touches each such node's label — at most once per node per second,
+in-flight rows, and the leader touches each such node's annotation — at most once per node per second,
 coalesced, never as a follower — against the API emulator (in process)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from app.state.holdstore import EXPIRED, GONE, Freed
 from app.state.ledger import CONFIRMED, Entry, Ledger
 from sim.emulator.testing import EmulatorHandle, node, run_emulator
 from workers import shapes
-from workers.freedtouch import FREED_LABEL, MIN_INTERVAL, FreedTouch
+from workers.freedtouch import FREED_ANNOTATION, MIN_INTERVAL, FreedTouch
 from workers.holdsweep import HoldSweep
 from workers.informers import DELETED, Change
 from workers.metrics import WorkerMetrics
@@ -112,7 +112,7 @@ def test_the_leader_touches_each_freed_node_at_most_once_a_second(
     touch = FreedTouch(kube, ledger, clock, WorkerMetrics(), monotonic=lambda: ticks[0])
     ledger.record_freed(["n1", "n2"], "expired", NOW)
     assert touch.step(lambda: True) == 2
-    first = sim.get("nodes", "n1")["metadata"]["labels"][FREED_LABEL]
+    first = sim.get("nodes", "n1")["metadata"]["annotations"][FREED_ANNOTATION]
     clock.now += 0.5
     ticks[0] += 0.5
     ledger.record_freed(["n1"], "displaced", clock.now)
@@ -121,7 +121,9 @@ def test_the_leader_touches_each_freed_node_at_most_once_a_second(
     clock.now += MIN_INTERVAL
     ticks[0] += MIN_INTERVAL
     assert touch.step(lambda: True) == 1 and touch.pending == {}
-    assert sim.get("nodes", "n1")["metadata"]["labels"][FREED_LABEL] != first, "a new value: a new event"
+    assert sim.get("nodes", "n1")["metadata"]["annotations"][FREED_ANNOTATION] != first, (
+        "a new value: a new event"
+    )
 
 
 def test_a_follower_drops_what_it_drains_and_writes_nothing(
@@ -130,7 +132,7 @@ def test_a_follower_drops_what_it_drains_and_writes_nothing(
     touch = FreedTouch(kube, ledger, Clock(), WorkerMetrics())
     ledger.record_freed(["n1"], "expired", NOW)
     assert touch.step(lambda: False) == 0 and touch.pending == {}
-    assert FREED_LABEL not in (sim.get("nodes", "n1")["metadata"].get("labels") or {})
+    assert FREED_ANNOTATION not in (sim.get("nodes", "n1")["metadata"].get("annotations") or {})
     assert ledger.drain_freed() == []
 
 
