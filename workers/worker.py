@@ -33,11 +33,11 @@ from typing import BinaryIO
 
 from app.core.capacity import CAPACITY_ANNOTATION
 from app.core.inventory import node_name
-from app.core.model import NodeDevices
 from app.core.vendor import node_locks
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
+from app.k8s.events import EventRecorder
 from app.k8s.watching import Target
 from app.state import gauges
 from app.state.holdstore import Judge
@@ -55,6 +55,7 @@ from workers.holdsweep import HoldSweep
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.leaderwrites import LeaderWrites
 from workers.metrics import HoldEndings, LockAges, MetricsServer, WorkerMetrics
+from workers.notices import AdmissionNotices
 from workers.phantoms import Phantom, release
 from workers.podwatch import PodWatch
 from workers.reconcile import Rules
@@ -100,7 +101,9 @@ class Worker:
             release=self._release_phantom,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
-        self._reconcile_ledger.use_judge(Judge(self._node_devices, vendors, clock))  # H1 on every write
+        self._reconcile_ledger.use_judge(
+            Judge(self.registrar.node_devices, vendors, clock)
+        )  # H1 on every write
         self.capacity = CapacityPublisher(kube, settings, clock, self.metrics.capacity_patches)
         self.dra = DraCheck(kube, vendors, self._reconcile_ledger, self.metrics, clock)
         self.state_metrics = StateMetrics(
@@ -123,8 +126,15 @@ class Worker:
             kube,
             settings.counted.ordered(),
             shapes.pod_shape(vendors),
-            self.reconciler.handle,
+            self._on_pods,
             on_restart=restart,
+        )
+        self.notices = AdmissionNotices(
+            EventRecorder(kube, settings.scheduler_name, settings.leader.identity),
+            vendors,
+            settings.scheduler_name,
+            leading=lambda: bool(self.status.leading_term()),
+            listed=lambda: all(i.synced.is_set() for i in self.pods.informers),
         )
         self.quotas = Informer(
             kube,
@@ -197,11 +207,6 @@ class Worker:
         self.informers.append(informer)
         return FollowLease(lambda: informer.get(lease_key), leader.identity)
 
-    def _node_devices(self, name: str) -> NodeDevices | None:
-        """The node's devices as the last published inventory has them."""
-        record = self.registrar.last.nodes.get(name) if self.registrar.last is not None else None
-        return record.devices if record is not None else None
-
     # -- informer handlers (informer threads) -------------------------------------------------------------
 
     def _count_restart(self, resource: str, reason: str) -> None:
@@ -221,6 +226,10 @@ class Worker:
         if relevant:
             self._dirty.set()
             self._trigger.set()
+
+    def _on_pods(self, changes: Sequence[Change]) -> None:
+        self.reconciler.handle(changes)
+        self.notices.handle(changes)  # after the ledger: never raises
 
     def _on_quotas(self, changes: Sequence[Change]) -> None:
         if changes:
@@ -272,6 +281,7 @@ class Worker:
         self._reconcile_ledger.close()
         self._status_ledger.close()
         self.capacity.close()
+        self.notices.close()
 
     def _loop(self) -> None:
         now = time.monotonic()

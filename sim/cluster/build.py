@@ -69,10 +69,10 @@ def build(spec: ClusterSpec, stack: Stack) -> Kube:
         stack.image = ImageRunner(spec.from_image)
     if spec.control_plane == REAL:
         return start_real_cluster(spec, stack)
-    stack.start_control_plane(spec.control_plane)
+    stack.start_control_plane(spec.control_plane, kubelet_deletions=spec.kubelet_deletions)
     kube = stack.kube
     assert kube is not None
-    start_nodes(stack, spec, stack.kubeconfig)
+    start_nodes(stack, spec, stack.kubeconfig, *(["--finish-deletions"] if spec.kubelet_deletions else []))
     port = free_port()
     stack.service_url = f"http://127.0.0.1:{port}"
     env = {
@@ -81,7 +81,7 @@ def build(spec: ClusterSpec, stack: Stack) -> Kube:
         "HAMI_STATE_DIR": str(stack.workdir / "state"),
         "HAMI_REGISTRATION_INTERVAL": "2s",
         "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
-        "HAMI_LOG_LEVEL": "WARNING",
+        "HAMI_LOG_LEVEL": spec.log_level,
         "HAMI_BIND": f"127.0.0.1:{port}",
         "HAMI_WORKERS": str(spec.workers),
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / "prometheus"),

@@ -36,6 +36,9 @@ class ClusterSpec:
     # the control plane: "emulator" (sim.emulator) or "real" (etcd + kube-apiserver, set up from the chart)
     control_plane: str = EMULATOR
     workload_api: bool = False  # real, Kubernetes >= 1.37: the Workload API, gang scheduling (docs/gangs.md)
+    # real: kube-controller-manager with the controllers sim.controlplane.controllermanager lists (budget
+    # status, namespace deletion, garbage collection, quota status); off only for a scenario that needs so
+    controller_manager: bool = True
     # the simulated GPU nodes (`python -m sim nodes`; sim.nodes.vendors for the node kinds)
     nodes: int = 4
     gpus_per_node: int = 8
@@ -44,11 +47,22 @@ class ClusterSpec:
     vendors: str = "nvidia"
     seed: int = 0
     allocate_latency: float = 0.002
+    # graceful deletion (sim.nodes.kubelet): a terminating Running pod keeps running, devices held, for its
+    # grace period times grace_scale, at most grace_cap seconds; then its kubelet deletes it with grace 0
+    grace_scale: float = 1.0
+    grace_cap: float = 10.0
+    # emulator: leave graceful pod deletions to the simulated kubelets as kube-apiserver does (grace_scale
+    # then applies there too); off, the emulator ends them itself after its --pod-deletion-delay (1 s).
+    # The real control plane always leaves them to the kubelets.
+    kubelet_deletions: bool = False
     # our processes: from this checkout, or (real) the chart's containers from a built image (`from_image`)
     from_image: str = ""
     workers: int = 2  # Gunicorn workers (HAMI_WORKERS)
     tls: bool = True  # emulator: serve HTTPS with a throwaway CA (the chart's servers always do)
     service_env: Mapping[str, str] = field(default_factory=dict)  # added to our processes' environment
+    # our processes' HAMI_LOG_LEVEL: WARNING where noise costs (tests, the demo); `sim up` says INFO, so the
+    # one-line-per-decision log (docs/metrics.md) is there
+    log_level: str = "WARNING"
     # real: the chart's values (`replicas`, `leaderElection`, ...), merged over the vendors' devices values
     chart_values: Mapping[str, Any] = field(default_factory=dict)
     replica_nodes: tuple[str, ...] = ()  # real: replica i runs as the pod on node i (sim.cluster.replicapods)
@@ -69,6 +83,8 @@ class ClusterSpec:
 
     def problem(self) -> str:
         """Why this cluster cannot be built ("" when it can)."""
+        if self.grace_scale < 0 or self.grace_cap < 0:
+            return "grace_scale and grace_cap must not be negative"
         if self.control_plane == REAL:
             return ""
         if self.workload_api:

@@ -43,7 +43,7 @@ from sim.controlplane.real import WORKLOAD_API_SINCE, minor_of
 from sim.kit.kube import Kube, pod_path
 from workers.worker import SWEEP_EVERY
 
-pytestmark = [pytest.mark.integration, pytest.mark.real]
+pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.versions("1.37", "1.38")]
 PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
 CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 TTL = 3.0
