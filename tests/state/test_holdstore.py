@@ -224,3 +224,41 @@ def test_released_in_flight_rows_free_their_nodes(ledger: Ledger) -> None:
     assert ledger.remove(["pending", "running"], free=("pending pod deleted", NOW)) == 2
     assert ledger.drain_freed() == [Freed("n1", "pending pod deleted", NOW)]
     assert ledger.drain_freed() == [], "drained once"
+
+
+# What one assume does to each kind of hold on its node (docs/ledger-writers.md, "Held reservations"): the
+# asker "a" (priority 5, gang default/g) takes 5,000 MiB of the node's 10,000.
+ASSUME_CASES = [
+    pytest.param(_nomination("a", 1000, priority=5), "consumed", id="its own nomination: consumed"),
+    pytest.param(_gang_slot("default/g", "a", 1000), "consumed", id="its own place in its gang: consumed"),
+    pytest.param(_gang_slot("default/g", "b", 4000), "kept", id="another member's place: blocks it, kept"),
+    pytest.param(_nomination("p", 5000, priority=5), "kept", id="equal priority: blocks it, kept"),
+    pytest.param(_nomination("p", 4000, priority=1), "kept", id="lower priority, room left: kept"),
+    pytest.param(
+        _nomination("p", 6000, priority=1), "displaced", id="lower priority, no room left: displaced"
+    ),
+    pytest.param(
+        dataclasses.replace(_nomination("p", 9000, priority=1), expires_at=NOW - 1),
+        "kept",
+        id="expired: left to the sweep",
+    ),
+]
+
+
+@pytest.mark.parametrize(("hold", "fate"), ASSUME_CASES)
+def test_what_an_assume_does_to_each_hold(ledger: Ledger, hold: Hold, fate: str) -> None:
+    assert ledger.create_holds(
+        hold.key, {"n1"}, lambda states: [hold], now=NOW - 2 if fate == "kept" else NOW
+    )
+    asking = Asking(Asker("a", 5, "default/g"), NOW, -1, "default/a")
+
+    def check(uses: list[Mapping[str, DeviceUse]] | None, quota: dict[str, int]) -> Entry | None:
+        assert uses is not None
+        taken = sum(u["n1-0"].mem for u in uses if "n1-0" in u)
+        return _filter_entry("a", 5000) if taken + 5000 <= 10000 else None
+
+    assert ledger.assume("a", "n1", check, asking=asking) is not None
+    endings = ledger.hold_endings()
+    expected = {"consumed": {(hold.kind, CONSUMED): 1}, "displaced": {(hold.kind, DISPLACED): 1}, "kept": {}}
+    assert endings == expected[fate]
+    assert _keys(ledger) == (set() if fate != "kept" else {hold.key})
