@@ -317,7 +317,11 @@ class HoldStore(ChangeLog):
             self._record_freed(db, nodes, cause, now)
 
     def drain_freed(self, limit: int = 10_000) -> list[Freed]:
-        """Take (and delete) up to `limit` records of freed capacity, oldest first."""
+        """Take (and delete) up to `limit` records of freed capacity, oldest first (the write lock only when
+        there is one: the leader asks every second)."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM freed LIMIT 1").fetchone() is None:
+                return []
         with self.transaction() as db:
             rows = db.execute(
                 "SELECT id, node, cause, at FROM freed ORDER BY id LIMIT ?", (limit,)
