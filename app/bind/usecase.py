@@ -63,6 +63,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from app.bind import undo
 from app.bind.outcome import (
     BINDING_FAILED_REASON,
     BINDING_UNKNOWN,
@@ -97,7 +98,7 @@ from app.core.vendor import InvalidRequest, locks_for
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
-from app.k8s.nodelock import Held, LockContention, release_all
+from app.k8s.nodelock import Held, LockContention
 from app.state.ledger import BOUND, CONFIRMED, Entry
 from app.state.podentry import entry_for
 from app.state.rows import BIND_RUNNING
@@ -357,9 +358,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         else:
             outcome.reason = LOCK_CONTENDED if isinstance(failure, LockContention) else LOCK_ERROR
         if not isinstance(failure, Failed) or failure.compensate:
-            _compensate(context, ref, node, held, token)
+            undo.compensate(context, ref, node, held, token)
         elif failure.reason == BINDING_UNKNOWN:
-            _unknown(context, ref, token)
+            undo.unknown(context, ref, token)
         if event and context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, event)
         outcome.error = message
@@ -368,9 +369,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         logger.exception("bind failed unexpectedly", extra={"pod": f"{namespace}/{name}", "node": node})
         outcome.reason = INTERNAL
         if not binding_sent:
-            _compensate(context, ref, node, held, token)
+            undo.compensate(context, ref, node, held, token)
         else:
-            _unknown(context, ref, token)
+            undo.unknown(context, ref, token)
         outcome.error = f"internal error: {type(exc).__name__}: {exc}"
         if context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, outcome.error)
@@ -379,34 +380,3 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     if context.settings.events_enabled:
         context.events.record(ref, NORMAL, BINDING_SUCCEED, binding_success_event(node, namespace, name))
     return outcome
-
-
-def _unknown(context: Context, ref: PodRef, token: str) -> None:
-    """The binding may have happened: the row this bind marked is kept, marked `unknown` (a filter reads
-    the pod before replacing it; the pod's next event or the sweep settles it). Nothing raises: a mark
-    left running is judged the same way once the in-flight TTL passed (app/filter/rowguard.py)."""
-    try:
-        context.ledger.bind_unknown(ref.uid, token)
-    except Exception:
-        logger.exception(
-            "could not mark the bind's outcome unknown", extra={"pod": f"{ref.namespace}/{ref.name}"}
-        )
-
-
-def _compensate(context: Context, ref: PodRef, node: str, held: list[Held], token: str) -> None:
-    """Release our locks (only ours, every one) and forget the in-flight reservation of the pod being bound
-    (only its, and only unmarked or marked by this bind); each step is attempted even if one fails,
-    whatever it fails with, and nothing raises."""
-    if held:
-        # If even a release fails, the next binder takes that lock over once this unbound holder's bind
-        # attempt is stale (app.core.nodelock.classify_holder) or, for a vendor lock, once it expires.
-        try:
-            release_all(context.kube, node, ref.namespace, ref.name, held, ref.uid)
-        except ApiError:
-            pass
-        except Exception:  # the answer must still be an Error; the stale rule takes over
-            logger.exception("could not release the node locks", extra={"pod": f"{ref.namespace}/{ref.name}"})
-    try:
-        context.ledger.forget_in_flight(ref.uid, ref.namespace, ref.name, token)
-    except Exception:  # e.g. SQLite busy: the in-flight TTL sweep removes the row later
-        logger.exception("could not forget the reservation", extra={"pod": f"{ref.namespace}/{ref.name}"})
