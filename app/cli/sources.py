@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cli import drasection
+from app.cli import drasection, holdsection
 from app.cli.common import CliError, load_cluster
 from app.core import podkeys, pods
 from app.core.allocation import Holding, NodeFacts
@@ -40,6 +40,7 @@ from app.core.model import DeviceInfo, DeviceUse, NodeDevices
 from app.core.nodelock import BIND_PHASE
 from app.core.reservations import reservation_from_pod
 from app.core.vendor import Vendor, node_locks
+from app.state.holdjson import HeldView
 
 
 def lock_keys(vendors: Sequence[Vendor]) -> tuple[str, ...]:
@@ -54,6 +55,7 @@ class Loaded:
     problems: list[str] = field(default_factory=list)
     source: str = ""
     dra: DraFacts | None = None  # DRA serving our names or nodes (app/cli/drasection.py); None: not read
+    holds: list[HeldView] | None = None  # a replica's held reservations (holdsection.py); None: not read
 
 
 def from_objects(
@@ -271,4 +273,8 @@ def from_state(state: Any, url: str) -> Loaded:
     except (KeyError, TypeError, ValueError) as exc:
         raise CliError(f"{url}: unexpected /debug/state content ({type(exc).__name__}: {exc})") from None
     loaded.dra = drasection.from_state(state)
+    try:
+        loaded.holds = holdsection.from_state(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(f"{url}: unexpected /debug/state holds ({type(exc).__name__}: {exc})") from None
     return loaded

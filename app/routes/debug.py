@@ -1,9 +1,10 @@
 """GET /debug/state[?node=N|?all=true]: what this replica's cache believes, read-only (HAMi #2923).
 
 Without `node`: counts and the replica status. With `node`: its registered devices, the usage counted on
-each device, the reservations that make it up, and why the node is unusable if it is. With `all=true`: the
-status and every node in that form, plus nodes that only reservations name (`hami-scheduler inspect --url`
-reads this), and what the registration worker found of DRA serving our names and nodes (`dra`).
+each device, the reservations that make it up, the held reservations on it, and why the node is unusable
+if it is. With `all=true`: the status and every node in that form, plus nodes that only reservations name
+(`hami-scheduler inspect --url` reads this), what the registration worker found of DRA serving our names and
+nodes (`dra`), and every held reservation (`holds`, app/state/holdjson.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from flask import Blueprint, Response, request
 
 from app.core.model import DeviceUse
 from app.routes.common import context, json_response
-from app.state import drafacts
+from app.state import drafacts, holdjson
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
@@ -29,8 +30,12 @@ def state() -> Response:
     view = ctx.usage
     node = request.args.get("node")
     status = dataclasses.asdict(ctx.status())
+    now = ctx.clock()
     if request.args.get("all", "").lower() in ("1", "true", "yes"):
-        return json_response({**_everything(snapshot, view, status), "dra": drafacts.encode(ctx.dra())})
+        everything = _everything(snapshot, view, status)
+        return json_response(
+            {**everything, "dra": drafacts.encode(ctx.dra()), "holds": holdjson.encode(view.holds, now)}
+        )
     if not node:
         return json_response(
             {
@@ -39,9 +44,11 @@ def state() -> Response:
                 "nodes": len(snapshot.nodes) if snapshot else 0,
                 "unusable": dict(snapshot.broken) if snapshot else {},
                 "reservations": len(view.entries),
+                "holds": len({h.key for h in view.holds if h.live(now)}),
             }
         )
-    return json_response(_node(snapshot, view, node))
+    held = holdjson.encode((h for h in view.holds if h.node == node), now)
+    return json_response({**_node(snapshot, view, node), "holds": held})
 
 
 def _everything(snapshot: Snapshot | None, view: UsageView, status: dict[str, Any]) -> dict[str, Any]:
