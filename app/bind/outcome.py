@@ -4,7 +4,9 @@ raises."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 # The bounded `reason` of a bind answer (metric label and decision log): where it failed, never the text.
 BOUND_OK = "ok"
@@ -51,4 +53,9 @@ class Failed(Exception):
 
 
 class AlreadyBound(Exception):
-    """The pod is bound to the requested node already: the bind answers success and writes nothing."""
+    """The pod is bound to the requested node already: the bind answers success and writes nothing.
+    `pod` is the read that showed it bound (what decides which of our locks its device plugin still needs)."""
+
+    def __init__(self, pod: Mapping[str, Any]) -> None:
+        super().__init__("already bound")
+        self.pod = pod

@@ -15,8 +15,10 @@ Invariants owned here:
   and every change since is caught by the bind-phase stamp's resourceVersion and UID preconditions before
   the Binding (`_written`, `_stamp`): a pod recreated under the name, deleted or bound meanwhile is never
   bound with this allocation. Another bind of the pod that finds it bound to the node answers success and
-  undoes nothing but a lock value it wrote itself (a free lock taken from the stale copy); a lock it
-  re-entered stays (the device plugin may be serving the pod through it).
+  undoes nothing but a lock value it wrote itself (a free lock taken from the stale copy), and that only
+  once the pod's device plugin needs it no more; a lock it re-entered stays (the device plugin may be
+  serving the pod through it), and so does one it wrote that the other bind re-entered and bound the pod
+  under (app/bind/wait.py `give_back_written`).
 - Every failure after the lock is taken — or may have been taken: a lock patch whose answer was lost —
   releases OUR lock (never another pod's) and forgets the reservation of the pod being bound, and only
   that: only while it is in flight (`assumed`/`confirmed`), only under the pod's own UID and name; a
@@ -199,7 +201,8 @@ def _stamp(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> 
         except ApiError as exc:
             raise Failed(exc.message, PATCH_FAILED) from None
         if pods.uid(current) == ref.uid and _bound_here(current, context, node):
-            raise AlreadyBound()  # another bind of this pod (a second worker, a retry) bound it meanwhile
+            # another bind of this pod (a second worker, a retry) bound it meanwhile
+            raise AlreadyBound(current)
         why = pods.refusal(current, context.settings.scheduler_name)
         if pods.uid(current) != ref.uid or why or _allocation(current, context) != checked:
             raise Failed(
@@ -279,7 +282,7 @@ def _lookup(context: Context, ref: PodRef, node: str, outcome: BindOutcome) -> d
     why = pods.refusal(pod, context.settings.scheduler_name)
     if why:
         if _bound_here(pod, context, node):
-            raise AlreadyBound()
+            raise AlreadyBound(pod)
         raise Failed(why, NOT_SCHEDULABLE, event="", compensate=False)
     return pod
 
@@ -343,8 +346,8 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             if not happened:
                 raise Failed(exc.message, BINDING_FAILED_REASON) from None
         outcome.phases["binding"] = time.perf_counter() - mark
-    except AlreadyBound:  # bound to this node already (a retried or duplicate bind): undo only our own lock
-        give_back_written(context, node, ref, held)  # taken free from a stale copy (`_written`); see bindwait
+    except AlreadyBound as bound:  # bound to this node already (a retried or duplicate bind): see wait.py
+        give_back_written(context, node, ref, held, bound.pod)  # only a lock its device plugin needs no more
         try:  # a duplicate's re-check may have rewritten the row as it read it, before the other's bound
             context.ledger.set_state(ref.uid, BOUND, only_from=(CONFIRMED,))
         except Exception:  # e.g. SQLite busy: the ledger watch sees the pod bound

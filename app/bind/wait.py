@@ -8,8 +8,11 @@ Invariants owned here:
 - Every lock the pod's vendors need is taken, all or none, within HAMI_BIND_LOCK_WAIT: under contention the
   ones taken are given back before waiting, so a bind never sits on one lock while it waits for another;
   everything taken, or maybe taken, is in `held` for the caller to release on failure.
-- A bind that finds its pod already bound gives back only the lock values it wrote itself
-  (`give_back_written`): a lock it re-entered is the bound pod's, which its device plugin still needs.
+- A bind that finds its pod already bound gives back only the lock values it wrote itself, and of those
+  only the ones the bound pod's device plugin no longer needs (`give_back_written`): a lock it re-entered
+  is the bound pod's; and a lock naming the pod that it wrote may be the very lock the pod was bound under
+  (a second bind of the pod re-entered it, stamped and bound while this one waited), so while the pod
+  waits for its Allocate (bind-phase `allocating`) that lock stays, for the device plugin to release.
 - The remembered contention (`_contended`) only chooses which request comes first (a blind take or a read
   of the node); what is decided about a lock is always decided on the API's answer.
 """
@@ -21,15 +24,18 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from cachetools import TTLCache
 
 from app.bind.outcome import LOCK_CONTENDED, NODE_LOOKUP, WRITE_PENDING, BindOutcome, Failed
 from app.context import Context
 from app.core import nodelock
+from app.core.decision import ASSIGNED_NODE
+from app.core.nodelock import Holder, classify_holder
 from app.core.vendor import LockSpec
 from app.k8s.errors import ApiError
 from app.k8s.events import PodRef
@@ -104,11 +110,28 @@ def take_locks(
             delay = min(delay * LOCK_RETRY_FACTOR, LOCK_RETRY_MAX)
 
 
-def give_back_written(context: Context, node: str, ref: PodRef, held: Sequence[Held]) -> None:
+def give_back_written(
+    context: Context, node: str, ref: PodRef, held: Sequence[Held], bound: Mapping[str, Any]
+) -> None:
     """Release the locks of `held` that this bind wrote (a free lock it took), each only while it still
-    holds the value written; a lock it re-entered (written nothing) is kept. Nothing raises: a lock left
-    behind names a bound pod, which the next binder takes over (app.core.nodelock.classify_holder)."""
-    taken = [replace(entry, spec=replace(entry.spec, owned=False)) for entry in held if entry.written]
+    holds the value written; a lock it re-entered (written nothing) is kept, and so is a written lock that
+    names the pod while `bound` (the read that showed the pod bound to `node`) waits for its Allocate.
+
+    Writing a lock naming the pod does not make it this bind's alone: every other bind of the pod re-enters
+    it (HAMi's rule), and one of them may have stamped and bound the pod under it while this one waited.
+    Such a pod waits for its Allocate (`Holder.PENDING_ALLOCATION`: bind-phase `allocating`, which every
+    bind of ours stamps before its binding) and its device plugin finds it through the lock and releases
+    it; given back now, the next pod's bind would take the node before this pod's Allocate. A lock written
+    after the binding (from a stale copy, `_written`: the plugin had already set the phase and released the
+    binding's lock) finds the pod allocated and is given back, as is one of a pod bound without a
+    bind-phase (not by a bind of ours: nobody bound it under this lock). A vendor lock naming nobody is
+    never re-entered, so no other bind was made under one written here: given back. Nothing raises. A lock
+    left behind names a bound pod: its device plugin releases it, or the next binder takes it over once the
+    pod's allocation finished, at the latest twice the lock timeout after it was written
+    (app.core.nodelock.decide) — never stuck."""
+    needed = classify_holder(bound, node, ASSIGNED_NODE, context.clock()) is Holder.PENDING_ALLOCATION
+    spent = [entry for entry in held if entry.written and not (entry.spec.owned and needed)]
+    taken = [replace(entry, spec=replace(entry.spec, owned=False)) for entry in spent]
     if not taken:
         return
     try:

@@ -27,7 +27,7 @@ from app.core.nodelock import format_lock
 
 pytestmark = pytest.mark.integration
 
-NODES = [f"br-{i}" for i in range(6)]
+NODES = [f"br-{i}" for i in range(8)]
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +190,43 @@ def test_a_bind_from_a_stale_copy_of_a_pod_bound_meanwhile_gives_back_the_lock_i
     assert cluster.node_lock(node) is None
     assert "POST binding" not in _calls(emulator, name, node)
     assert _state(service, pod["metadata"]["uid"]) == "bound"
+
+
+STAMP_HELD = (
+    5.0  # seconds the first bind's bind-phase PATCH is held at the API (the second bind takes ~10 ms)
+)
+
+
+def test_a_bind_that_wrote_the_lock_keeps_it_when_a_second_bind_bound_the_pod_under_it(
+    service: Any, cluster: Any, emulator: Any, wait_for: Any
+) -> None:
+    """The interleaving behind the flaky test above, forced: bind A (the ledger's kept copy) takes the free
+    lock — it wrote the value — and its bind-phase PATCH is held at the API; bind B of the same pod reads
+    the pod, finds the lock its own (re-enters it, writing nothing), stamps and binds. A's stamp then fails
+    its resourceVersion precondition (409), the re-read shows the pod bound here: A answers success, and
+    must not give back the lock it wrote, since B bound the pod under it and the device plugin (bind-phase
+    still `allocating`) finds the pod through it. A used to release it: the node unlocked for the next bind
+    before this pod's Allocate."""
+    name = "br-under"
+    pod, node = _filtered(service, cluster, wait_for, name)
+    emulator.clear_requests()
+    rule = dict(action="delay", delay=STAMP_HELD, method="PATCH", resource="pods", subresource="", name=name)
+    with emulator.fault(**rule, count=1) as held, ThreadPoolExecutor(1) as pool:
+        first = pool.submit(service.bind, pod, node)
+
+        def parked() -> bool:  # A's stamp reached the API (and waits there): A wrote the lock before
+            return any(r["id"] == held and r["fired"] == 1 for r in emulator.fault_report()["rules"])
+
+        wait_for(parked, 15, "the first bind's bind-phase PATCH held at the API")
+        assert (cluster.node_lock(node) or "").endswith(f",default,{name}")
+        assert service.bind(pod, node) == {"Error": ""}  # B: re-enters A's lock, stamps, binds
+        assert first.result(timeout=60) == {"Error": ""}  # A: finds the pod bound here
+    calls = [(r["method"], r["path"].rsplit("/", 1)[-1], r["status"]) for r in emulator.requests()]
+    pod_calls = [c for c in calls if c[1] in (name, "binding")]
+    # The interleaving as forced (requests are logged when answered): B's stamp and binding, then A's stamp.
+    assert pod_calls[-4:-1] == [("PATCH", name, 200), ("POST", "binding", 201), ("PATCH", name, 409)], calls
+    assert ("PATCH", node, 422) in calls  # B's test-absent take was refused: A's value stands
+    assert cluster.pod(name)["spec"]["nodeName"] == node
+    assert (cluster.node_lock(node) or "").endswith(f",default,{name}")  # the device plugin still needs it
+    assert _state(service, pod["metadata"]["uid"]) == "bound"
+    _release(cluster, node)
