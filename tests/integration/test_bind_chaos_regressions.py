@@ -42,16 +42,20 @@ def _fired(emulator: Any, rule_id: int) -> int:
     return next(r["fired"] for r in emulator.fault_report()["rules"] if r["id"] == rule_id)
 
 
-def _lost_binding_then_unreadable(emulator: Any, wait_for: Any, name: str, reads_failing: int) -> list[int]:
-    """The binding is held 6 s (ample for the test to add the next rule), done, and its answer dropped;
-    meanwhile the pod's reads start failing."""
+def _lost_binding(emulator: Any, name: str) -> list[int]:
+    """The binding is held 6 s (ample for the test to add the next rule), done, and its answer dropped.
+    Both rules are armed before the bind is sent: armed after it, a bind that reached its binding between
+    the two (a loaded machine) was held but answered, and nothing was re-read."""
     held = emulator.add_fault(**BINDING, name=name, action="delay", delay=6.0, count=1)
-    lost = emulator.add_fault(**BINDING, name=name, action="lost_response", count=1)
+    return [held, emulator.add_fault(**BINDING, name=name, action="lost_response", count=1)]
+
+
+def _unreadable(emulator: Any, wait_for: Any, name: str, held: int, reads_failing: int) -> int:
+    """Once the binding is under way (`held`), the pod's reads start failing."""
     wait_for(lambda: _fired(emulator, held) == 1, 15, "the binding to be under way")
-    failing = emulator.add_fault(
-        action="error", status=500, verb="get", resource="pods", name=name, count=reads_failing
-    )
-    return [held, lost, failing]
+    rule = {"verb": "get", "resource": "pods", "name": name, "count": reads_failing}
+    failing: int = emulator.add_fault(action="error", status=500, **rule)
+    return failing
 
 
 @pytest.mark.parametrize("reads_failing", [1, 50], ids=["one-reread-fails", "rereads-keep-failing"])
@@ -62,9 +66,10 @@ def test_lost_binding_answer_never_releases_the_lock_of_a_bound_pod(
     pod = cluster.create_pod(cluster.gpu_pod(name, memory=1000))
     uid = pod["metadata"]["uid"]
     assert service.filter(pod, [node])["NodeNames"] == [node]
+    rules = _lost_binding(emulator, name)
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(service.bind, pod, node)
-        rules = _lost_binding_then_unreadable(emulator, wait_for, name, reads_failing)
+        rules.append(_unreadable(emulator, wait_for, name, rules[0], reads_failing))
         answer = pending.result()
     fired = {r["id"]: r["fired"] for r in emulator.fault_report()["rules"]}
     for rule in rules:
