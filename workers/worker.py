@@ -1,9 +1,10 @@
 """The registration worker put together: informers, election, status, the work loop and its timers.
 
 Threads: one per informer (nodes, pods of each counted scheduler name (workers/podwatch.py), resource
-quotas, and the Lease in follow mode), the elector in acquire mode, the status loop, the metrics server,
-the renderer of HAMi's gauges (workers/statemetrics.py), and the work loop (the caller's thread). The work
-loop does everything that takes long, in this order of priority:
+quotas, PodGroups where the API serves them (workers/podgroups.py), and the Lease in follow mode), the
+elector in acquire mode, the status loop, the metrics server, the renderer of HAMi's gauges
+(workers/statemetrics.py), and the work loop (the caller's thread). The work loop does everything that
+takes long, in this order of priority:
 
 1. a new term (we just became leader, or started without election): rebuild the ledger from a fresh pod
    list, run a registration pass, mark the term synced — only if it is still the same term — and then
@@ -50,6 +51,7 @@ from workers.informers import DELETED, Change, Informer, by_name
 from workers.leaderwrites import LeaderWrites
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
 from workers.phantoms import Phantom, release
+from workers.podgroups import GangWatch
 from workers.podwatch import PodWatch
 from workers.reconcile import Rules
 from workers.reconciler import Reconciler
@@ -98,7 +100,7 @@ class Worker:
         self._volatile_keys = frozenset(spec.annotation for spec in self.locks) | {CAPACITY_ANNOTATION}
         self.reconciler = Reconciler(
             self._reconcile_ledger,
-            Rules(settings.counted.names, vendors, settings.inflight_ttl),
+            Rules(settings.counted.names, vendors, settings.inflight_ttl, settings.gang_ttl),
             clock,
             on_problem=self.metrics.corrupt_pods.inc,
             on_rewrite=self.metrics.allocation_rewrites.inc,
@@ -115,6 +117,7 @@ class Worker:
             settings.legacy_metrics,
         )
         restart = self._count_restart
+        self.gangs = GangWatch(kube, self._reconcile_ledger, restart)
         self.nodes = Informer(
             kube,
             Target("nodes", label_selector=settings.node_label_selector),
@@ -127,7 +130,7 @@ class Worker:
             kube,
             settings.counted.ordered(),
             shapes.pod_shape(vendors),
-            self.reconciler.handle,
+            self._on_pods,
             on_restart=restart,
         )
         self.quotas = Informer(
@@ -218,6 +221,10 @@ class Worker:
             self._dirty.set()
             self._trigger.set()
 
+    def _on_pods(self, changes: Sequence[Change]) -> None:
+        self.reconciler.handle(changes)
+        self.gangs.on_pods(changes)
+
     def _on_quotas(self, changes: Sequence[Change]) -> None:
         if changes:
             self._dirty.set()
@@ -244,6 +251,7 @@ class Worker:
             informer.start()
         self.status.start()
         self.elector.start()
+        self.gangs.discover(time.monotonic())
         try:
             while not all(i.synced.is_set() for i in self.informers):
                 self.status.alive()
@@ -259,10 +267,12 @@ class Worker:
     def _shutdown(self) -> None:
         self.status.stop()  # leader=False, synced=False first: the HTTP side stops deciding at once
         self.elector.stop(timeout=self.settings.leader.retry_period + 5)
+        self.gangs.stop()
         for informer in self.informers:
             informer.stop()
         for informer in self.informers:
             informer.join(5)
+        self.gangs.join(5)
         self.server.stop()
         self.state_metrics.stop()
         self._reconcile_ledger.close()
@@ -291,6 +301,7 @@ class Worker:
                     self._dirty.clear()
                     self._register(term)
                 self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
+                self.gangs.discover(time.monotonic())
                 if self.handover is not None and self.own_node is not None:
                     own = self.own_node.items()  # the one node of the field selector, if it exists
                     self.handover.step(own[0] if own else None, bool(term))

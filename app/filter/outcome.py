@@ -22,3 +22,4 @@ class FilterOutcome:
     passthrough: bool = False  # the pod asks for no managed device: not ours to decide
     devices: PodDevices | None = None  # the allocation written to the pod (placed)
     score: float | None = None  # the chosen node's score (placed)
+    gang: str = ""  # a gang member's plan: planned or refused (app/filter/gang.py); "" for other pods

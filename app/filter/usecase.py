@@ -48,7 +48,7 @@ from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
 from app.core.vendor import InvalidRequest, core_masks
-from app.filter import nodespath
+from app.filter import gang, nodespath
 from app.filter.outcome import FilterOutcome
 from app.filter.write import Write
 from app.k8s import objects
@@ -237,6 +237,9 @@ def filter_pod(
         return FilterOutcome(error="hami-scheduler: no node inventory yet; retry later", denial="not-ready")
     mark = time.perf_counter()
     outcome = FilterOutcome()
+    answered = gang.gate(context, pod, probe, node_names, snapshot, outcome)  # a member decides for its gang
+    if answered is not None:
+        return answered
     version = objects.resource_version(pod)
     if context.writer is not None and version and not _write_pending(context, uid):
         why = pods.refusal(pod, context.settings.scheduler_name)

@@ -1,7 +1,8 @@
 """The ledger's SQLite schema (app/state/ledger.py): the reservation rows, the change log (sequence numbers,
-tombstones, epoch), the worker's status rows, the deferred writes' answers, and the per-namespace quota usage
-kept by triggers, so that an assume reads a namespace's total in one indexed lookup instead of decoding
-every reservation of the namespace (thousands of rows at 20,000 running pods).
+tombstones, epoch), the worker's status rows, the deferred writes' answers, the PodGroups and their members
+the worker keeps for /filter (app/state/podgroups.py), and the per-namespace quota usage kept by triggers,
+so that an assume reads a namespace's total in one indexed lookup instead of decoding every reservation of
+the namespace (thousands of rows at 20,000 running pods).
 """
 
 from __future__ import annotations
@@ -27,6 +28,26 @@ CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, uid TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS written (uid TEXT PRIMARY KEY, allocation TEXT NOT NULL, pod BLOB NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
+CREATE TABLE IF NOT EXISTS podgroups (
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    min_count INTEGER NOT NULL,
+    priority INTEGER,
+    disruption TEXT NOT NULL,
+    topology TEXT NOT NULL,
+    PRIMARY KEY (namespace, name)
+);
+CREATE TABLE IF NOT EXISTS podgroup_members (
+    uid TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    name TEXT NOT NULL,
+    node TEXT NOT NULL,
+    pod BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS podgroup_members_group ON podgroup_members (namespace, podgroup);
 """
 # Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
 # instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The

@@ -1,0 +1,195 @@
+"""Gang-aware filtering: a gang member's /filter decides for the whole quorum (docs/gangs.md).
+
+kube-scheduler filters the members of a PodGroup one after another in one pod group cycle and keeps the
+result only if `minCount` of them fit; extenders are not told when it gives up. So when a member is
+filtered, this decides for the quorum before anything is reserved for the member:
+
+- the quorum: the PodGroup's `minCount`, less the members bound, less the other members that hold an
+  in-flight reservation (placed earlier in this cycle, or in one kube-scheduler has not finished), less
+  the members that ask for no device; what is left must be placed, the asker among them;
+- the plan (app/core/gangplan.py): every member to place, each with its own requests, policies and quota
+  view, on the nodes kube-scheduler offered this member, on the usage as the asker sees it — every
+  reservation but its own, and every hold that blocks it (docs/held-reservations.md);
+- cannot: every node of this member is answered with the gang and the shortfall ("gang default/train-1:
+  devices for 5 of 8 members"), nothing is reserved, and the member's own earlier reservation, if it is
+  still in flight, is released;
+- can: the member is filtered as a single pod. (Holding the plan as one held reservation, so that the
+  members never race each other or a lower-priority pod for the last devices, needs the ledger's holds
+  (docs/held-reservations.md); until they exist the plan is checked, not held.)
+
+Which PodGroups exist and who their members are comes from the ledger file (app/state/podgroups.py, kept by
+the registration worker): no API call here. Without the Workload API (Kubernetes before 1.37, or the gate
+off) no pod names a PodGroup and nothing here runs; a pod naming one the worker has not seen yet gets a
+retryable Error (kube-scheduler itself waits for the PodGroup before scheduling its members).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.context import Context
+from app.core import pods, quota
+from app.core.decision import pod_context
+from app.core.fit import PodContext
+from app.core.gang import KNOWN_TOPOLOGY, REGION_KEY, group_of, shortfall_reason, topology_reason
+from app.core.gangplan import Member, plan, shape_of
+from app.core.model import NodeUse
+from app.core.pods import PodError
+from app.core.vendor import InvalidRequest
+from app.filter.outcome import FilterOutcome
+from app.k8s.events import WARNING, PodRef
+from app.state.fastpath import without_own
+from app.state.ledger import ASSUMED, CONFIRMED
+from app.state.podgroups import MemberFacts, PodGroups
+from app.state.snapshot import Snapshot
+
+FILTERING_FAILED = "FilteringFailed"
+IN_FLIGHT = (ASSUMED, CONFIRMED)
+
+
+def gate(
+    context: Context,
+    pod: Mapping[str, Any],
+    probe: PodContext,
+    candidates: Sequence[str],
+    snapshot: Snapshot,
+    outcome: FilterOutcome,
+) -> FilterOutcome | None:
+    """The answer for a gang member whose quorum cannot be placed (or whose PodGroup is not known yet);
+    None when the pod is to be filtered as a single pod — it names no PodGroup, the PodGroup is no gang,
+    its quorum is bound or covered, or the quorum's devices were found."""
+    name = group_of(pod)
+    if not name:
+        return None
+    store = PodGroups(context.ledger)
+    gang = store.gang(probe.namespace, name)
+    key = f"{probe.namespace}/{name}"
+    if gang is None:
+        if store.served() is False:
+            return None  # no Workload API: the field means nothing to kube-scheduler either
+        return FilterOutcome(
+            error=f"hami-scheduler: gang {key}: PodGroup not seen yet; retry later", denial="gang-unknown"
+        )
+    group = gang.group
+    if not group.is_gang:
+        return None
+    uid = pods.uid(pod)
+    bound = [m for m in gang.members if m.bound]
+    reserved = [m for m in gang.members if m.uid != uid and not m.bound and _in_flight(context, m.uid)]
+    waiting = [m for m in gang.members if m.uid != uid and not m.bound and m not in reserved]
+    to_place, free = _contexts(context, snapshot, probe, uid, waiting)
+    needed = group.min_count - len(bound) - len(reserved) - free
+    if needed <= 0:
+        return None  # the quorum is bound or placed without this member: an extra member, a single pod
+    domains = _domains(group.topology, candidates, snapshot, [m.node for m in bound])
+    if domains is None:
+        return _refuse(context, pod, probe, candidates, topology_reason(group), outcome)
+    usage = _usage(context, uid)
+    unfit = {
+        shape_of(m.ctx): context.fastpath.unfit(
+            m.ctx, candidates, snapshot, context.usage, context.settings.vendors, _own_node(context, uid)
+        )
+        for m in to_place
+    }
+    nodes = {n: record.devices for n, record in snapshot.nodes.items()}
+    result = plan(to_place, needed, domains, nodes, usage, context.settings.vendors, asker=uid, unfit=unfit)
+    if result.found:
+        outcome.gang = "planned"
+        return None
+    placed = group.min_count - needed + result.best
+    offered = set(candidates)
+    sampled = any(n not in offered for n in snapshot.nodes)
+    return _refuse(context, pod, probe, candidates, shortfall_reason(group, placed, sampled), outcome)
+
+
+def _in_flight(context: Context, uid: str) -> bool:
+    """Does the member hold a reservation in flight? It is placed: its devices are in the usage every plan
+    sees, until its own /filter replaces the row or the sweep releases it (after the gang TTL)."""
+    entry = context.usage.entries.get(uid)
+    return entry is not None and entry.state in IN_FLIGHT
+
+
+def _own_node(context: Context, uid: str) -> str:
+    entry = context.usage.entries.get(uid)
+    return entry.node if entry is not None else ""
+
+
+def _contexts(
+    context: Context, snapshot: Snapshot, probe: PodContext, uid: str, others: Sequence[MemberFacts]
+) -> tuple[list[Member], int]:
+    """The members to place (the asker first) with their decision contexts, and how many members need no
+    device at all (placed by kube-scheduler alone). A member whose pod does not decode cannot be placed."""
+    used = {probe.namespace: context.usage.quota_used(probe.namespace, exclude_uid=uid)}
+    view = quota.build_view({probe.namespace: snapshot.quota_limits.get(probe.namespace, {})}, used)
+    members = [Member(uid, dataclasses.replace(probe, quota=view))]
+    free = 0
+    for member in others:
+        try:
+            ctx = pod_context(member.pod, context.settings.vendors, context.settings.policies, view)
+        except (PodError, InvalidRequest, ValueError):
+            continue
+        if not ctx.requests.any:
+            free += 1
+        else:
+            members.append(Member(member.uid, ctx))
+    return members, free
+
+
+def _usage(context: Context, uid: str) -> dict[str, NodeUse]:
+    """The usage as the asker sees it: every reservation but its own."""
+    nodes = dict(context.usage.nodes)
+    own = context.usage.entries.get(uid)
+    if own is not None and own.node in nodes:
+        nodes[own.node] = without_own(nodes[own.node], own.uses)
+    return nodes
+
+
+def _domains(
+    topology: str, candidates: Sequence[str], snapshot: Snapshot, bound_nodes: Sequence[str]
+) -> list[list[str]] | None:
+    """The candidate lists to plan in: all candidates; or, under a topology constraint on a label the
+    inventory keeps, one list per domain (only the bound members' domain once one is bound); None for a
+    constraint on a label it does not keep."""
+    if not topology:
+        return [list(candidates)]
+    if topology not in KNOWN_TOPOLOGY:
+        return None
+
+    def domain(node: str) -> str:
+        record = snapshot.nodes.get(node)
+        if record is None:
+            return ""
+        return record.region if topology == REGION_KEY else record.zone
+
+    fixed = {domain(n) for n in bound_nodes}
+    by_domain: dict[str, list[str]] = {}
+    for name in candidates:
+        value = domain(name)
+        if value and (not fixed or value in fixed):
+            by_domain.setdefault(value, []).append(name)
+    return list(by_domain.values())
+
+
+def _refuse(
+    context: Context,
+    pod: Mapping[str, Any],
+    probe: PodContext,
+    candidates: Sequence[str],
+    reason: str,
+    outcome: FilterOutcome,
+) -> FilterOutcome:
+    """Every candidate refused with the gang's reason; the member's own in-flight reservation released."""
+    uid = pods.uid(pod)
+    context.ledger.forget_in_flight(uid, probe.namespace, probe.name)
+    if context.settings.events_enabled:
+        ref = PodRef(probe.namespace, probe.name, uid)
+        context.events.record(ref, WARNING, FILTERING_FAILED, reason)
+        context.events.record(
+            ref, WARNING, FILTERING_FAILED, f"no available node, {len(candidates)} nodes do not meet"
+        )
+    outcome.failed = dict.fromkeys(candidates, reason)
+    outcome.denial = "gang"
+    outcome.gang = "refused"
+    return outcome

@@ -1,0 +1,165 @@
+"""PodGroups and their member pods, kept in the ledger file by the registration worker for /filter.
+
+Why: a gang member's /filter decides for the whole quorum (app/filter/gang.py), so it needs the PodGroup's
+quorum and settings and every member's requests and bound state — without an API call on kube-scheduler's
+serial path. The worker's informers see both (workers/podgroups.py) and write them here; every Gunicorn
+worker reads the few rows of one gang when one of its members is filtered (two indexed lookups).
+
+Tables (app/state/schema.py): `podgroups` (one row per PodGroup: quorum, priority, disruption mode,
+topology key) and `podgroup_members` (one row per pod naming a PodGroup: its node when bound, and the pod
+as the worker's informer keeps it — containers' resources and the annotations a decision reads — so that
+the planner fits each member with its own requests). The status row `workload_api` says whether the API
+server serves PodGroups at all (absent: not yet known).
+
+Invariant: written only by the registration worker (one writer); a worker start clears both tables before
+its informers fill them again, so no row outlives its object across a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.core.gang import PodGroupFacts
+from app.state.ledger import Ledger
+
+WORKLOAD_API = "workload_api"  # status row: the API server serves scheduling.k8s.io/v1beta1 podgroups
+
+_GROUP_COLUMNS = "namespace, name, uid, policy, min_count, priority, disruption, topology"
+_MEMBER_COLUMNS = "uid, namespace, podgroup, name, node, pod"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberFacts:
+    """One pod naming a PodGroup: its node when bound ("" otherwise) and the pod as the informer keeps it."""
+
+    uid: str
+    namespace: str
+    podgroup: str
+    name: str
+    node: str
+    pod: dict[str, Any]
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node)
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A PodGroup and the members the worker has seen (in UID order)."""
+
+    group: PodGroupFacts
+    members: tuple[MemberFacts, ...]
+
+    @property
+    def bound(self) -> int:
+        return sum(m.bound for m in self.members)
+
+
+def _group(row: tuple[Any, ...]) -> PodGroupFacts:
+    namespace, name, uid, policy, min_count, priority, disruption, topology = row
+    return PodGroupFacts(
+        str(namespace),
+        str(name),
+        str(uid),
+        str(policy),
+        int(min_count),
+        None if priority is None else int(priority),
+        str(disruption),
+        str(topology),
+    )
+
+
+def _member(row: tuple[Any, ...]) -> MemberFacts:
+    uid, namespace, podgroup, name, node, pod = row
+    decoded = orjson.loads(pod)
+    return MemberFacts(
+        str(uid),
+        str(namespace),
+        str(podgroup),
+        str(name),
+        str(node),
+        decoded if isinstance(decoded, dict) else {},
+    )
+
+
+class PodGroups:
+    """The tables on one process's ledger connection."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # -- the worker (one writer) --------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        with self.ledger.transaction() as db:
+            db.execute("DELETE FROM podgroups")
+            db.execute("DELETE FROM podgroup_members")
+
+    def set_served(self, served: bool) -> None:
+        self.ledger.set_status({WORKLOAD_API: served})
+
+    def put_groups(self, groups: Iterable[PodGroupFacts]) -> None:
+        with self.ledger.transaction() as db:
+            db.executemany(
+                f"INSERT OR REPLACE INTO podgroups ({_GROUP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (g.namespace, g.name, g.uid, g.policy, g.min_count, g.priority, g.disruption, g.topology)
+                    for g in groups
+                ],
+            )
+
+    def drop_groups(self, keys: Iterable[tuple[str, str]]) -> None:
+        with self.ledger.transaction() as db:
+            db.executemany("DELETE FROM podgroups WHERE namespace = ? AND name = ?", list(keys))
+
+    def put_members(self, members: Iterable[MemberFacts]) -> None:
+        with self.ledger.transaction() as db:
+            db.executemany(
+                f"INSERT OR REPLACE INTO podgroup_members ({_MEMBER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                [(m.uid, m.namespace, m.podgroup, m.name, m.node, orjson.dumps(m.pod)) for m in members],
+            )
+
+    def drop_members(self, uids: Iterable[str]) -> None:
+        with self.ledger.transaction() as db:
+            db.executemany("DELETE FROM podgroup_members WHERE uid = ?", [(uid,) for uid in uids])
+
+    # -- readers (/filter, inspect, the sweep) ------------------------------------------------------------
+
+    def served(self) -> bool | None:
+        """Does the API server serve PodGroups (None: the worker has not found out yet)?"""
+        value = self.ledger.status().get(WORKLOAD_API)
+        return value if isinstance(value, bool) else None
+
+    def gang(self, namespace: str, name: str) -> Gang | None:
+        """The PodGroup `namespace/name` and its members, read in one transaction; None when unknown."""
+        with self.ledger.transaction(write=False) as db:
+            row = db.execute(
+                f"SELECT {_GROUP_COLUMNS} FROM podgroups WHERE namespace = ? AND name = ?", (namespace, name)
+            ).fetchone()
+            if row is None:
+                return None
+            members = db.execute(
+                f"SELECT {_MEMBER_COLUMNS} FROM podgroup_members WHERE namespace = ? AND podgroup = ?"
+                " ORDER BY uid",
+                (namespace, name),
+            ).fetchall()
+        return Gang(_group(row), tuple(_member(m) for m in members))
+
+    def gangs(self) -> list[Gang]:
+        """Every PodGroup the worker knows with its members (inspect, the sweep), by namespace and name."""
+        with self.ledger.transaction(write=False) as db:
+            groups = db.execute(f"SELECT {_GROUP_COLUMNS} FROM podgroups ORDER BY namespace, name").fetchall()
+            members = db.execute(f"SELECT {_MEMBER_COLUMNS} FROM podgroup_members ORDER BY uid").fetchall()
+        by_group: dict[tuple[str, str], list[MemberFacts]] = {}
+        for row in members:
+            member = _member(row)
+            by_group.setdefault((member.namespace, member.podgroup), []).append(member)
+        return [
+            Gang(group, tuple(by_group.get((group.namespace, group.name), ())))
+            for group in map(_group, groups)
+        ]

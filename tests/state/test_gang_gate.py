@@ -1,0 +1,201 @@
+"""A gang member's /filter deciding for its quorum (app/filter/gang.py `gate`), then the single-pod path.
+
+Real ledger and snapshot files in a temporary state directory, the PodGroup tables filled as the worker
+fills them (app/state/podgroups.py); no API server (neither the gate nor `reserve` calls it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from core_builders import VENDORS, ctr, gpu, node, pod
+
+from app.context import Context
+from app.core.decision import Policies, pod_context
+from app.core.gang import PodGroupFacts
+from app.core.model import DeviceUse
+from app.filter import gang
+from app.filter import usecase as filtering
+from app.state import snapshot
+from app.state.inventory import InventoryCache
+from app.state.ledger import ASSUMED, BOUND, Entry, Ledger
+from app.state.podgroups import MemberFacts, PodGroups
+from app.state.snapshot import NodeRecord, Snapshot
+from app.state.usage import UsageView
+from config.settings import Settings
+
+NODES = (node("n1", *(gpu(f"n1-{i}", i) for i in range(4))), node("n2", gpu("n2-0", 0), gpu("n2-1", 1)))
+NAMES = ["n1", "n2"]
+NOW = 1_000_000.0
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    def record(self, ref: Any, kind: str, reason: str, message: str) -> None:
+        self.recorded.append((ref.name, reason, message))
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Context:
+    snapshot.write(tmp_path, Snapshot(1, {n.name: NodeRecord(n, 1) for n in NODES}, {}, {}))
+    settings = Settings(state_dir=tmp_path, policies=Policies("spread", "binpack"), gang_ttl=15.0)
+    none = cast(Any, None)  # neither the gate nor reserve patches the API
+    return Context(
+        settings,
+        none,
+        Ledger(tmp_path),
+        InventoryCache(tmp_path),
+        UsageView(),
+        cast(Any, Events()),
+        clock=lambda: NOW,
+    )
+
+
+def member(name: str, gpus: int = 1, group: str = "train") -> dict[str, Any]:
+    the_pod = pod(ctr(gpu=gpus, pct=100), name=name, uid=f"uid-{name}")
+    the_pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+    the_pod["spec"]["schedulerName"] = "hami-scheduler"
+    return the_pod
+
+
+def gang_of(
+    context: Context, size: int, min_count: int, gpus: int = 1, bound: int = 0
+) -> list[dict[str, Any]]:
+    store = PodGroups(context.ledger)
+    store.set_served(True)
+    store.put_groups([PodGroupFacts("default", "train", "g-uid", min_count=min_count)])
+    members = [member(f"m{i}", gpus) for i in range(size)]
+    store.put_members(
+        MemberFacts(
+            p["metadata"]["uid"], "default", "train", p["metadata"]["name"], "n2" if i < bound else "", p
+        )
+        for i, p in enumerate(members)
+    )
+    return members
+
+
+def gate(
+    context: Context, the_pod: dict[str, Any], names: list[str] = NAMES
+) -> tuple[Any, filtering.FilterOutcome]:
+    current = context.refresh()
+    assert current is not None
+    probe = pod_context(the_pod, VENDORS, context.settings.policies, {})
+    outcome = filtering.FilterOutcome()
+    return gang.gate(context, the_pod, probe, names, current, outcome), outcome
+
+
+def test_a_pod_without_a_podgroup_is_a_single_pod(context: Context) -> None:
+    answer, outcome = gate(context, pod(ctr(gpu=1), uid="single"))
+    assert answer is None and not outcome.gang
+
+
+def test_a_gang_that_cannot_fit_is_refused_on_every_node(context: Context) -> None:
+    members = gang_of(context, 7, 7)  # six GPUs
+    answer, outcome = gate(context, members[3])
+    assert answer is outcome
+    reason = "gang default/train: devices for 6 of 7 members"
+    assert outcome.failed == {"n1": reason, "n2": reason}
+    assert (outcome.denial, outcome.gang) == ("gang", "refused")
+    events = cast(Events, context.events).recorded
+    assert ("m3", "FilteringFailed", reason) in events
+    assert not context.ledger.all_entries()
+
+
+def test_a_gang_that_fits_goes_on_as_single_pods(context: Context) -> None:
+    members = gang_of(context, 6, 6)
+    answer, outcome = gate(context, members[0])
+    assert answer is None and outcome.gang == "planned"
+
+
+def test_the_refused_members_own_in_flight_row_is_released(context: Context) -> None:
+    members = gang_of(context, 7, 7)
+    uid = members[0]["metadata"]["uid"]
+    context.ledger.upsert(
+        [Entry(uid, "default", "m0", "n1", ASSUMED, {"n1-0": DeviceUse(1, 32768, 0)}, updated_at=NOW)]
+    )
+    gate(context, members[0])
+    assert context.ledger.get(uid) is None
+
+
+def test_other_members_rows_count_toward_the_quorum(context: Context) -> None:
+    """Five of seven members already reserved (this cycle): two more GPUs are needed, one is the asker's."""
+    members = gang_of(context, 7, 7)
+    rows = [
+        Entry(members[i]["metadata"]["uid"], "default", f"m{i}", "n1" if i < 4 else "n2", ASSUMED,
+              {f"{'n1' if i < 4 else 'n2'}-{i % 4}": DeviceUse(1, 32768, 0)}, updated_at=NOW)
+        for i in range(5)
+    ]  # fmt: skip
+    context.ledger.upsert(rows)
+    answer, outcome = gate(context, members[5])
+    assert answer is outcome and outcome.failed is not None
+    assert set(outcome.failed.values()) == {"gang default/train: devices for 6 of 7 members"}
+    answer, _ = gate(context, members[5], NAMES)
+    stale = [Entry(r.uid, r.namespace, r.name, r.node, r.state, r.uses, updated_at=NOW - 60) for r in rows]
+    context.ledger.upsert(stale)  # older than the gang TTL: being released, they count as free places
+    answer, outcome = gate(context, members[5])
+    assert answer is outcome  # 7 members, 6 GPUs: still no quorum, now counted from scratch
+    context.ledger.remove([r.uid for r in rows[1:]])
+    assert gate(context, member("m9"))[0] is not None  # the worker has not seen m9: still planned with it
+
+
+def test_bound_members_and_a_lower_quorum(context: Context) -> None:
+    members = gang_of(context, 8, 3, bound=2)
+    context.ledger.upsert(
+        [
+            Entry(f"uid-m{i}", "default", f"m{i}", "n2", BOUND, {f"n2-{i}": DeviceUse(1, 32768, 0)})
+            for i in (0, 1)
+        ]
+    )
+    answer, outcome = gate(context, members[5])
+    assert answer is None and outcome.gang == "planned"
+    many = gang_of(context, 8, 2, bound=2)
+    answer, outcome = gate(context, many[6])
+    assert answer is None and not outcome.gang  # the quorum is bound: an extra member is a single pod
+
+
+def test_only_the_nodes_offered_count(context: Context) -> None:
+    members = gang_of(context, 3, 3)
+    answer, outcome = gate(context, members[0], ["n2"])
+    assert answer is outcome and outcome.failed == {
+        "n2": "gang default/train: devices for 2 of 3 members among the nodes offered"
+    }
+
+
+def test_a_podgroup_not_seen_yet_is_retried(context: Context) -> None:
+    answer, _ = gate(context, member("m0", group="unknown"))
+    assert answer is not None and "PodGroup not seen yet" in answer.error
+    PodGroups(context.ledger).set_served(False)
+    assert gate(context, member("m0", group="unknown"))[0] is None  # no Workload API: a single pod
+
+
+def test_a_basic_podgroup_is_no_gang(context: Context) -> None:
+    store = PodGroups(context.ledger)
+    store.put_groups([PodGroupFacts("default", "train", policy="basic", min_count=9)])
+    assert gate(context, member("m0"))[0] is None
+
+
+@pytest.mark.parametrize(
+    ("topology", "refused"),
+    [
+        pytest.param("topology.kubernetes.io/zone", "", id="zone-honoured"),
+        pytest.param("example.com/rack", "topology key example.com/rack is not one", id="unknown-key"),
+    ],
+)
+def test_topology(context: Context, tmp_path: Path, topology: str, refused: str) -> None:
+    records = {"n1": NodeRecord(NODES[0], 2, zone="a"), "n2": NodeRecord(NODES[1], 2, zone="b")}
+    snapshot.write(tmp_path, Snapshot(2, records, {}, {}))
+    store = PodGroups(context.ledger)
+    store.put_groups([PodGroupFacts("default", "train", min_count=5, topology=topology)])
+    members = [member(f"m{i}") for i in range(5)]
+    store.put_members(
+        MemberFacts(f"uid-m{i}", "default", "train", f"m{i}", "", p) for i, p in enumerate(members)
+    )
+    answer, outcome = gate(context, members[0])
+    assert answer is outcome  # five GPUs exist, but no zone has five
+    assert outcome.failed is not None
+    text = next(iter(outcome.failed.values()))
+    assert refused in text if refused else text == "gang default/train: devices for 4 of 5 members"
