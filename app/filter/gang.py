@@ -13,8 +13,9 @@ filtered, this decides for the quorum before anything is reserved for the member
 - cannot: every node of this member is answered with the gang and the shortfall ("gang default/train-1:
   devices for 5 of 8 members"), nothing is reserved, and the member's own earlier reservation, if it is
   still in flight, is released;
-- can: the member is filtered as a single pod. (Holding the plan as one held reservation, so that the
-  members never race each other or a lower-priority pod for the last devices, needs the ledger's holds
+- can: the member is filtered as a single pod, and its allocation write is held until the quorum holds
+  reservations (`hold`). (Holding the plan itself as one held reservation, so that the members never race
+  each other or a lower-priority pod for the last devices, needs the ledger's holds
   (docs/held-reservations.md); until they exist the plan is checked, not held.)
 
 Which PodGroups exist and who their members are comes from the ledger file (app/state/podgroups.py, kept by
@@ -39,10 +40,11 @@ from app.core.model import NodeUse
 from app.core.pods import PodError
 from app.core.vendor import InvalidRequest
 from app.filter.outcome import FilterOutcome
+from app.filter.write import Write, decoded, encoded
 from app.k8s.events import WARNING, PodRef
 from app.state.fastpath import without_own
 from app.state.ledger import ASSUMED, CONFIRMED
-from app.state.podgroups import MemberFacts, PodGroups
+from app.state.podgroups import MemberFacts, PodGroups, Quorum
 from app.state.snapshot import Snapshot
 
 FILTERING_FAILED = "FilteringFailed"
@@ -97,11 +99,37 @@ def gate(
     result = plan(to_place, needed, domains, nodes, usage, context.settings.vendors, asker=uid, unfit=unfit)
     if result.found:
         outcome.gang = "planned"
+        others = (*(m.uid for m in reserved), *(m.uid for m in to_place if m.uid != uid))
+        outcome.quorum = Quorum(probe.namespace, name, group.min_count, (uid, *others), free + len(bound))
         return None
     placed = group.min_count - needed + result.best
     offered = set(candidates)
     sampled = any(n not in offered for n in snapshot.nodes)
     return _refuse(context, pod, probe, candidates, shortfall_reason(group, placed, sampled), outcome)
+
+
+def hold(context: Context, quorum: Quorum, write: Write) -> None:
+    """Hold a planned member's allocation write until its quorum holds reservations, then send every held
+    write of the gang (this one included) from here.
+
+    Why: kube-scheduler requeues a pod when the pod itself is updated, and the allocation write is such an
+    update. A gang kube-scheduler abandons after our /filter accepted some members (one member does not fit
+    its CPU, say) would otherwise be retried at once by our own writes, reserve again, write again, and
+    keep its devices held for as long as it keeps failing. Held, nothing is written for an attempt that
+    does not reach the quorum: its rows expire after the gang TTL and nothing moves the gang until a
+    cluster event does. The binds wait for the write as for any deferred write (HAMI_BIND_WRITE_WAIT):
+    kube-scheduler binds a gang's members after its whole pod group cycle, when the quorum is reserved."""
+    store = PodGroups(context.ledger)
+    store.hold_write(write.ref.uid, quorum, write.allocation, encoded(write))
+    writer = context.writer
+    assert writer is not None
+    for raw in store.release_if_reserved(quorum):
+        writer.submit(decoded(raw))
+
+
+def holds_write(context: Context, uid: str) -> bool:
+    """Is the pod's allocation write held for its gang (not in flight)?"""
+    return PodGroups(context.ledger).holds_write(uid)
 
 
 def _in_flight(context: Context, uid: str) -> bool:
@@ -183,6 +211,7 @@ def _refuse(
     """Every candidate refused with the gang's reason; the member's own in-flight reservation released."""
     uid = pods.uid(pod)
     context.ledger.forget_in_flight(uid, probe.namespace, probe.name)
+    PodGroups(context.ledger).drop_write(uid)
     if context.settings.events_enabled:
         ref = PodRef(probe.namespace, probe.name, uid)
         context.events.record(ref, WARNING, FILTERING_FAILED, reason)

@@ -262,10 +262,11 @@ def filter_pod(
 
 
 def _write_pending(context: Context, uid: str) -> bool:
-    """Is an allocation write of this pod still in flight here (its row `assumed`)? Then /filter reads the
-    pod and writes synchronously: one pod never has two writes in flight (app/filter/write.py)."""
+    """Is an allocation write of this pod still in flight here (its row `assumed`, its write not held for its
+    gang)? Then /filter reads the pod and writes synchronously: one pod never has two writes in flight
+    (app/filter/write.py)."""
     entry = context.ledger.get(uid)
-    return entry is not None and entry.state == ASSUMED
+    return entry is not None and entry.state == ASSUMED and not gang.holds_write(context, uid)
 
 
 def _defer(
@@ -288,7 +289,11 @@ def _defer(
     assert choice.winner is not None
     event = success_event(choice.winner, candidates, choice.ranked_ahead)
     version = objects.resource_version(pod)
-    context.writer.submit(Write(ref, node, annotations, reserved.allocation, event, version))
+    write = Write(ref, node, annotations, reserved.allocation, event, version)
+    if outcome.quorum is not None:
+        gang.hold(context, outcome.quorum, write)  # sent once the quorum is reserved
+    else:
+        context.writer.submit(write)
     outcome.node_names = [node]
     outcome.devices = reserved.devices
     outcome.score = choice.winner.score

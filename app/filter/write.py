@@ -23,6 +23,8 @@ Invariants owned here:
   the resourceVersion precondition, as in the outside-extender mode.
 - Every vendor key the write does not set is deleted by it (a merge patch deleting an absent key is a no-op):
   kube-scheduler's copy of a re-filtered pod may not show the keys of the earlier decision yet.
+- A gang member's write is held in the ledger until its quorum is reserved and then sent by the worker that
+  completes it (app/filter/gang.py, `encoded`); a held write is not in flight: a re-filter replaces it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+import orjson
 
 from app.core.decision import ASSIGNED_NODE
 from app.k8s import objects
@@ -59,6 +63,36 @@ class Write:
     allocation: str
     event: str
     resource_version: str  # of kube-scheduler's copy: a pod changed since (bound, say) gets nothing
+
+
+def encoded(write: Write) -> bytes:
+    """The write as JSON, for a write held in the ledger until its gang's quorum is reserved
+    (app/filter/gang.py)."""
+    ref = write.ref
+    return orjson.dumps(
+        {
+            "ref": [ref.namespace, ref.name, ref.uid],
+            "node": write.node,
+            "annotations": dict(write.annotations),
+            "allocation": write.allocation,
+            "event": write.event,
+            "resourceVersion": write.resource_version,
+        }
+    )
+
+
+def decoded(raw: bytes) -> Write:
+    """`encoded`'s inverse (raises ValueError, KeyError or TypeError on anything else)."""
+    data = orjson.loads(raw)
+    namespace, name, uid = data["ref"]
+    return Write(
+        PodRef(str(namespace), str(name), str(uid)),
+        str(data["node"]),
+        {str(k): None if v is None else str(v) for k, v in data["annotations"].items()},
+        str(data["allocation"]),
+        str(data["event"]),
+        str(data["resourceVersion"]),
+    )
 
 
 class AllocationWriter:

@@ -11,8 +11,13 @@ as the worker's informer keeps it — containers' resources and the annotations 
 the planner fits each member with its own requests). The status row `workload_api` says whether the API
 server serves PodGroups at all (absent: not yet known).
 
-Invariant: written only by the registration worker (one writer); a worker start clears both tables before
-its informers fill them again, so no row outlives its object across a restart.
+Also here, table `gang_writes`: a gang member's allocation write (app/filter/write.py), held by /filter
+until its quorum holds reservations (app/filter/gang.py says why), then sent by whichever Gunicorn worker
+completes the quorum.
+
+Invariant: the PodGroup tables are written only by the registration worker (one writer); a worker start
+clears them before its informers fill them again, so no row outlives its object across a restart. A held
+write is only ever sent for the very row it was made for (`release_if_reserved`).
 """
 
 from __future__ import annotations
@@ -58,6 +63,19 @@ class Gang:
     @property
     def bound(self) -> int:
         return sum(m.bound for m in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """A gang as a member's /filter found it, for that member's allocation write (app/filter/gang.py): the
+    write is held until `min_count` members hold reservations (`members`: the UIDs of the members with
+    devices, the asker included; `free`: how many members need no device at all)."""
+
+    namespace: str
+    podgroup: str
+    min_count: int
+    members: tuple[str, ...]
+    free: int = 0
 
 
 def _group(row: tuple[Any, ...]) -> PodGroupFacts:
@@ -127,6 +145,51 @@ class PodGroups:
     def drop_members(self, uids: Iterable[str]) -> None:
         with self.ledger.transaction() as db:
             db.executemany("DELETE FROM podgroup_members WHERE uid = ?", [(uid,) for uid in uids])
+
+    # -- allocation writes held until the quorum is reserved (any Gunicorn worker) -------------------------
+
+    def hold_write(self, uid: str, quorum: Quorum, allocation: str, write: bytes) -> None:
+        """Keep a member's allocation write (replacing an earlier one of the pod) until its quorum is
+        reserved; `allocation` is its ledger row's, which the write may only be sent for."""
+        with self.ledger.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO gang_writes (uid, namespace, podgroup, allocation, write)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (uid, quorum.namespace, quorum.podgroup, allocation, write),
+            )
+
+    def drop_write(self, uid: str) -> None:
+        with self.ledger.transaction() as db:
+            db.execute("DELETE FROM gang_writes WHERE uid = ?", (uid,))
+
+    def holds_write(self, uid: str) -> bool:
+        with self.ledger.transaction(write=False) as db:
+            return db.execute("SELECT 1 FROM gang_writes WHERE uid = ?", (uid,)).fetchone() is not None
+
+    def release_if_reserved(self, quorum: Quorum) -> list[bytes]:
+        """When at least `min_count` members hold reservations (rows in any state, counted in the same
+        transaction), every held write of the gang, taken out: only those whose row is still the one they
+        were made for (`assumed`, same allocation); the others are dropped. Else nothing (and nothing
+        changes)."""
+        uids = list(quorum.members)
+        marks = ", ".join("?" * len(uids))
+        with self.ledger.transaction() as db:
+            (count,) = db.execute(
+                f"SELECT count(*) FROM reservations WHERE uid IN ({marks})", uids
+            ).fetchone()
+            if int(count) + quorum.free < quorum.min_count:
+                return []
+            found = db.execute(
+                "SELECT g.write FROM gang_writes g JOIN reservations r ON r.uid = g.uid"
+                " WHERE g.namespace = ? AND g.podgroup = ? AND r.state = 'assumed'"
+                " AND r.allocation = g.allocation",
+                (quorum.namespace, quorum.podgroup),
+            ).fetchall()
+            db.execute(
+                "DELETE FROM gang_writes WHERE namespace = ? AND podgroup = ?",
+                (quorum.namespace, quorum.podgroup),
+            )
+        return [bytes(row[0]) for row in found]
 
     # -- readers (/filter, inspect, the sweep) ------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The ledger's SQLite schema (app/state/ledger.py): the reservation rows, the change log (sequence numbers,
 tombstones, epoch), the worker's status rows, the deferred writes' answers, the PodGroups and their members
-the worker keeps for /filter (app/state/podgroups.py), and the per-namespace quota usage kept by triggers,
+the worker keeps for /filter and the gang members' allocation writes held until their quorum is reserved
+(app/state/podgroups.py), and the per-namespace quota usage kept by triggers,
 so that an assume reads a namespace's total in one indexed lookup instead of decoding every reservation of
 the namespace (thousands of rows at 20,000 running pods).
 """
@@ -48,6 +49,13 @@ CREATE TABLE IF NOT EXISTS podgroup_members (
     pod BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS podgroup_members_group ON podgroup_members (namespace, podgroup);
+CREATE TABLE IF NOT EXISTS gang_writes (
+    uid TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    allocation TEXT NOT NULL,
+    write BLOB NOT NULL
+);
 """
 # Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
 # instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The
