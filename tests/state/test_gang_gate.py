@@ -18,10 +18,12 @@ from app.core.gang import PodGroupFacts
 from app.core.model import DeviceUse
 from app.filter import gang
 from app.filter import usecase as filtering
+from app.filter.write import Write
+from app.k8s.events import PodRef
 from app.state import snapshot
 from app.state.inventory import InventoryCache
 from app.state.ledger import ASSUMED, BOUND, Entry, Ledger
-from app.state.podgroups import MemberFacts, PodGroups
+from app.state.podgroups import MemberFacts, PodGroups, Quorum
 from app.state.snapshot import NodeRecord, Snapshot
 from app.state.usage import UsageView
 from config.settings import Settings
@@ -199,3 +201,63 @@ def test_topology(context: Context, tmp_path: Path, topology: str, refused: str)
     assert outcome.failed is not None
     text = next(iter(outcome.failed.values()))
     assert refused in text if refused else text == "gang default/train: devices for 4 of 5 members"
+
+
+class Writer:
+    """The allocation writer's `submit`, recorded (the writes themselves: tests/integration)."""
+
+    def __init__(self) -> None:
+        self.sent: list[Write] = []
+
+    def submit(self, write: Write) -> None:
+        self.sent.append(write)
+
+
+def _assumed(context: Context, name: str, allocation: str) -> None:
+    context.ledger.upsert(
+        [Entry(f"uid-{name}", "default", name, "n1", ASSUMED, {}, allocation=allocation, updated_at=NOW)]
+    )
+
+
+def _write(name: str, allocation: str) -> Write:
+    ref = PodRef("default", name, f"uid-{name}")
+    return Write(ref, "n1", {"hami.io/vgpu-node": "n1", "stale-key": None}, allocation, "event", "7")
+
+
+def test_member_writes_are_held_until_the_quorum_is_reserved(context: Context) -> None:
+    writer = Writer()
+    context.writer = cast(Any, writer)
+    quorum = Quorum("default", "train", 3, ("uid-m0", "uid-m1", "uid-m2"))
+    for name in ("m0", "m1"):
+        _assumed(context, name, f"a-{name}")
+        gang.hold(context, quorum, _write(name, f"a-{name}"))
+    assert writer.sent == [] and gang.holds_write(context, "uid-m0")
+    _assumed(context, "m1", "a-m1-again")  # m1 filtered again meanwhile: its held write is for another row
+    _assumed(context, "m2", "a-m2")
+    gang.hold(context, quorum, _write("m2", "a-m2"))
+    assert sorted(w.ref.name for w in writer.sent) == ["m0", "m2"]
+    assert writer.sent[0] == _write(writer.sent[0].ref.name, writer.sent[0].allocation)  # encoded and back
+    assert not gang.holds_write(context, "uid-m0") and not gang.holds_write(context, "uid-m1")
+
+
+def test_members_without_devices_and_bound_members_count(context: Context) -> None:
+    writer = Writer()
+    context.writer = cast(Any, writer)
+    _assumed(context, "m0", "a")
+    gang.hold(context, Quorum("default", "train", 3, ("uid-m0",), free=2), _write("m0", "a"))
+    assert [w.ref.name for w in writer.sent] == ["m0"]
+
+
+def test_a_refused_member_drops_its_held_write(context: Context) -> None:
+    members = gang_of(context, 7, 7)
+    PodGroups(context.ledger).hold_write("uid-m0", Quorum("default", "train", 7, ()), "a", b"{}")
+    gate(context, members[0])
+    assert not gang.holds_write(context, "uid-m0")
+
+
+def test_a_planned_member_carries_its_quorum(context: Context) -> None:
+    members = gang_of(context, 6, 5, bound=1)
+    answer, outcome = gate(context, members[3])
+    assert answer is None and outcome.quorum is not None
+    assert outcome.quorum.members[0] == "uid-m3" and len(outcome.quorum.members) == 5
+    assert (outcome.quorum.min_count, outcome.quorum.free) == (5, 1)
