@@ -211,7 +211,11 @@ def _refuse(
     """Every candidate refused with the gang's reason; the member's own in-flight reservation released."""
     uid = pods.uid(pod)
     context.ledger.forget_in_flight(uid, probe.namespace, probe.name)
-    PodGroups(context.ledger).drop_write(uid)
+    store = PodGroups(context.ledger)
+    store.drop_write(uid)
+    group = group_of(pod)
+    if group:
+        store.refused(probe.namespace, group, reason, context.clock())
     if context.settings.events_enabled:
         ref = PodRef(probe.namespace, probe.name, uid)
         context.events.record(ref, WARNING, FILTERING_FAILED, reason)

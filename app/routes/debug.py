@@ -3,7 +3,8 @@
 Without `node`: counts and the replica status. With `node`: its registered devices, the usage counted on
 each device, the reservations that make it up, and why the node is unusable if it is. With `all=true`: the
 status and every node in that form, plus nodes that only reservations name (`hami-scheduler inspect --url`
-reads this), and what the registration worker found of DRA serving our names and nodes (`dra`).
+reads this), what the registration worker found of DRA serving our names and nodes (`dra`), and the gangs
+(`gangs`: each PodGroup's quorum, members bound and reserved, and why its quorum was last refused).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from flask import Blueprint, Response, request
 from app.core.model import DeviceUse
 from app.routes.common import context, json_response
 from app.state import drafacts
+from app.state.podgroups import PodGroups
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
@@ -30,7 +32,10 @@ def state() -> Response:
     node = request.args.get("node")
     status = dataclasses.asdict(ctx.status())
     if request.args.get("all", "").lower() in ("1", "true", "yes"):
-        return json_response({**_everything(snapshot, view, status), "dra": drafacts.encode(ctx.dra())})
+        gangs = _gangs(PodGroups(ctx.ledger), view)
+        return json_response(
+            {**_everything(snapshot, view, status), "dra": drafacts.encode(ctx.dra()), "gangs": gangs}
+        )
     if not node:
         return json_response(
             {
@@ -42,6 +47,33 @@ def state() -> Response:
             }
         )
     return json_response(_node(snapshot, view, node))
+
+
+def _gangs(store: PodGroups, view: UsageView) -> list[dict[str, Any]]:
+    """Every PodGroup the worker knows: quorum, members, bound, reserved (unbound members holding a row),
+    held (places a plan holds; none until held reservations exist) and the last refusal's reason."""
+    refusals = store.refusals()
+    found = []
+    for gang in store.gangs():
+        group = gang.group
+        if not group.is_gang:
+            continue
+        reserved = sum(not m.bound and m.uid in view.entries for m in gang.members)
+        why = refusals.get((group.namespace, group.name), ("", 0.0))[0]
+        found.append(
+            {
+                "namespace": group.namespace,
+                "name": group.name,
+                "min_count": group.min_count,
+                "priority": group.priority,
+                "members": len(gang.members),
+                "bound": gang.bound,
+                "reserved": reserved,
+                "held": 0,
+                "why": why if gang.bound + reserved < group.min_count else "",
+            }
+        )
+    return found
 
 
 def _everything(snapshot: Snapshot | None, view: UsageView, status: dict[str, Any]) -> dict[str, Any]:

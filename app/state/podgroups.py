@@ -191,6 +191,20 @@ class PodGroups:
             )
         return [bytes(row[0]) for row in found]
 
+    def refused(self, namespace: str, podgroup: str, reason: str, at: float) -> None:
+        """Remember why the gang's quorum was last refused (for inspect)."""
+        with self.ledger.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO gang_refusals (namespace, podgroup, reason, at) VALUES (?, ?, ?, ?)",
+                (namespace, podgroup, reason, at),
+            )
+
+    def refusals(self) -> dict[tuple[str, str], tuple[str, float]]:
+        """(namespace, podgroup) -> the last refusal's reason and time."""
+        with self.ledger.transaction(write=False) as db:
+            rows = db.execute("SELECT namespace, podgroup, reason, at FROM gang_refusals").fetchall()
+        return {(str(ns), str(group)): (str(reason), float(at)) for ns, group, reason, at in rows}
+
     # -- readers (/filter, inspect, the sweep) ------------------------------------------------------------
 
     def served(self) -> bool | None:

@@ -49,6 +49,13 @@ CREATE TABLE IF NOT EXISTS podgroup_members (
     pod BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS podgroup_members_group ON podgroup_members (namespace, podgroup);
+CREATE TABLE IF NOT EXISTS gang_refusals (
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (namespace, podgroup)
+);
 CREATE TABLE IF NOT EXISTS gang_writes (
     uid TEXT PRIMARY KEY,
     namespace TEXT NOT NULL,

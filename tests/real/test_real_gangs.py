@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from test_real_preemption import _device_usage, _gpu_memory, _pods, _reservations, _running, wait_for
 
@@ -36,7 +37,7 @@ from sim.cluster.harness import running_cluster
 from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
 from sim.controlplane.real import WORKLOAD_API_SINCE, minor_of
-from sim.kit.kube import Kube, pod_path
+from sim.kit.kube import Kube, pod_path, pool_manager
 from workers.worker import SWEEP_EVERY
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
@@ -119,6 +120,21 @@ def _events(kube: Kube, name: str) -> list[str]:
     return [e.get("message") or "" for e in events if e["involvedObject"].get("name") == name]
 
 
+def _gangs(stack: Stack) -> dict[str, dict[str, Any]]:
+    """Our replica's gangs (/debug/state?all=true, what `inspect --url` shows), by PodGroup name."""
+    client = stack.workdir / "kube-scheduler-client"
+    assert stack.ca_file is not None
+    http = pool_manager(
+        1, stack.ca_file.read_bytes(), client_cert=(str(client / "tls.crt"), str(client / "tls.key"))
+    )
+    try:
+        url = stack.extender_urls.get(stack.service_url, stack.service_url)
+        state = orjson.loads(http.request("GET", f"{url}/debug/state?all=true").data)
+    finally:
+        http.clear()
+    return {g["name"]: g for g in state["gangs"]}
+
+
 def _hold(seconds: float, watch: Callable[[], None]) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -180,6 +196,9 @@ def test_a_gang_that_cannot_fit_holds_nothing(gang_cluster: Stack) -> None:
     assert not watch.holders & set(names), f"gang members held devices: {watch.holders}"
     pods = _pods(kube)
     assert not any(pods[n]["spec"].get("nodeName") for n in names)
+    shown = _gangs(gang_cluster)["huge"]  # inspect --url
+    assert (shown["min_count"], shown["members"], shown["bound"], shown["reserved"]) == (5, 5, 0, 0)
+    assert shown["why"] == "gang default/huge: devices for 3 of 5 members"  # the single pod holds a GPU now
 
 
 def test_a_gang_that_fits_binds_every_member(gang_cluster: Stack) -> None:
