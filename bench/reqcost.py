@@ -14,6 +14,11 @@ workers from /proc before and after:
 The kinds alternate over `--rounds` rounds; the median CPU µs per request of each kind is printed as one
 JSON object. The client's own CPU (and the emulator's) is not in the figure. On a shared machine run it
 under the benchmark lock and compare trees by alternating runs.
+
+`--client`: the other side, our API client's CPU per call (app/k8s/objects.py and exchange.py: the
+request, TLS, reading the answer), measured by the client itself (`time.process_time`) in a child process
+of `--tree`, against the API emulator over TLS in this process: `get` (a pod), `patch` (a pod's
+annotations), `event` (an Event POST), `list` (the LIST of the 7 pods on a node that /bind makes).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import os
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +40,7 @@ from typing import Any
 import orjson
 
 from bench import procs
-from sim.emulator.testing import run_emulator
+from sim.emulator.testing import EmulatorOptions, node, pod, run_emulator
 from sim.emulator.tls import generate
 from sim.kit.processes import ChildProcess, start_process
 
@@ -199,6 +205,52 @@ def run(tree: Path, config: str, count: int, rounds: int, nodes: int, only: list
     return {kind: round(statistics.median(values), 1) for kind, values in samples.items()}
 
 
+def client_calls(kubeconfig: str, count: int, rounds: int) -> dict[str, float]:
+    """Our client's CPU µs per call of each kind (run in the process that makes the calls)."""
+    from app.k8s import objects
+    from app.k8s.client import connect as connect_client
+
+    kube = connect_client(kubeconfig)
+    event = {"metadata": {"generateName": "p0.", "namespace": "default"}, "reason": "Bench", "type": "Normal"}
+    event["involvedObject"] = {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "p0"}
+    kinds: dict[str, Callable[[], object]] = {
+        "get": lambda: objects.get_pod(kube, "default", "p0"),
+        "patch": lambda: objects.patch_pod_metadata(kube, "default", "p0", {"bench": "1"}),
+        "event": lambda: objects.create_event(kube, "default", event),
+        "list": lambda: objects.pods_on_node(kube, "node-1"),
+    }
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for call in kinds.values():  # warm-up: connections, imports, caches
+        for _ in range(max(20, count // 10)):
+            call()
+    for _ in range(rounds):
+        for kind, call in kinds.items():
+            before = time.process_time()
+            for _ in range(count):
+                call()
+            samples[kind].append((time.process_time() - before) / count * 1e6)
+    kube.close()
+    return {kind: round(statistics.median(values), 1) for kind, values in samples.items()}
+
+
+def run_client(tree: Path, count: int, rounds: int) -> dict[str, float]:
+    """`client_calls` in a child process running `tree`'s app/ (this file as the script, so that a tree
+    without it can be measured), against the emulator over TLS in this process."""
+    with (
+        tempfile.TemporaryDirectory(prefix="reqcost-") as folder,
+        run_emulator(Path(folder), options=EmulatorOptions(tls=True)) as emulator,
+    ):
+        emulator.seed([node("node-1"), *(pod(f"p{i}", node_name="node-1") for i in range(7))])
+        argv = [str(tree / ".venv" / "bin" / "python"), __file__, "--calls-of", str(emulator.kubeconfig)]
+        argv += ["--requests", str(count), "--rounds", str(rounds)]
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"the client failed:\n{done.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.reqcost", description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout whose service runs")
@@ -207,7 +259,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="config/gunicorn.conf.py", help="Gunicorn config, in --tree")
     parser.add_argument("--kind", action="append", default=[], help="only these kinds (repeatable)")
     parser.add_argument("--nodes", type=int, default=1000, help="NodeNames in the /bench/noop body")
+    parser.add_argument("--client", action="store_true", help="our API client's CPU per call instead")
+    parser.add_argument("--calls-of", default="", help=argparse.SUPPRESS)  # the child of --client
     args = parser.parse_args(argv)
+    if args.calls_of:
+        json.dump(client_calls(args.calls_of, args.requests, args.rounds), sys.stdout)
+        return 0
+    if args.client:
+        calls = run_client(args.tree.resolve(), args.requests, args.rounds)
+        json.dump({"tree": str(args.tree), "client_cpu_us_per_call": calls}, sys.stdout)
+        print()
+        return 0
     result = run(args.tree.resolve(), args.config, args.requests, args.rounds, args.nodes, args.kind)
     json.dump({"tree": str(args.tree), "cpu_us_per_request": result}, sys.stdout)
     print()

@@ -10,11 +10,11 @@ import dataclasses
 from typing import Any
 
 from app.context import Context
-from app.core import dra, quota
+from app.core import admissionroute, dra, quota
 from app.core.admission import AdmissionSettings, admit
 from app.core.adoption import scheduler_of
-from app.core.bindingrule import BINDING, review_binding
-from app.core.review import AdmissionInput, AdmissionOutcome
+from app.core.bindingrule import review_binding
+from app.core.review import AdmissionInput, AdmissionOutcome, errored
 
 NO_QUOTA = quota.build_view({}, {})
 
@@ -28,7 +28,10 @@ def settings_for(context: Context) -> AdmissionSettings:
 
 
 def review(context: Context, request: AdmissionInput) -> AdmissionOutcome:
-    if request.sub_resource == BINDING:  # pods/binding: only the annotation rule, no pod, no quota
+    unrecognised = admissionroute.unrecognised(request)
+    if unrecognised:  # e.g. a request for `bindings` whose kind is not Binding: never decided as a pod
+        return errored(400, unrecognised)
+    if admissionroute.is_binding(request):  # either endpoint: only the annotation rule, no pod, no quota
         return review_binding(request, settings_for(context), context.settings.vendors)
     if request.operation == "UPDATE":  # only the annotation rule: no quota, no ledger read
         return admit(request, settings_for(context), context.settings.vendors, NO_QUOTA)

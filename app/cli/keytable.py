@@ -1,13 +1,14 @@
 """`keys`: the pod annotations each vendor writes, by role, and who may change them — from the declarations.
 
-    python -m app.cli keys [--device-config FILE] [--plugins]
+    python -m app.cli keys [--device-config FILE] [--plugins | --chart]
 
 Why it exists (issue 19): the webhook's protection, the stale-key cleanup and `inspect` derive from each
 vendor's `pod_keys` (app.core.podkeys), so the documentation of the protected keys must too: docs/security.md
 and docs/install.md carry this command's output between markers, and a test keeps them equal. Without
 `--device-config` it lists every vendor family HAMi has (each with its chart names); with one, the vendors
 that file enables. `--plugins` lists the device plugins that write a key after the bind: their
-ServiceAccounts belong among the webhook's trusted users (`webhook.trustedUsers`).
+ServiceAccounts belong among the webhook's trusted users (`webhook.trustedUsers`). `--chart` prints the data
+the chart's admission matchConditions are built from (app/cli/chartscope.py).
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ TYPE = "<type>"  # a family's vendors that differ only by their type word (Ascen
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-config", help="HAMi's device-config.yaml: only the vendors it enables")
-    parser.add_argument(
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument(
         "--plugins", action="store_true", help="list the device plugins that write keys after the bind"
+    )
+    shown.add_argument(
+        "--chart",
+        action="store_true",
+        help="the JSON the chart's webhook matchConditions are built from (every family)",
     )
 
 
@@ -109,6 +116,10 @@ def plugins(families: Sequence[tuple[str, tuple[Vendor, ...]]]) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.chart:
+        from app.cli import chartscope  # the chart's data depends on this module's families, not vice versa
+
+        return chartscope.run(args)
     enabled = args.device_config and [("enabled", load_vendors(args.device_config))]
     families = enabled or every_family()
     return plugins(families) if args.plugins else markdown_table(families)

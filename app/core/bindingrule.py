@@ -1,10 +1,15 @@
-"""The webhook's rule for `pods/binding`: a Binding may not write scheduler-owned annotations (issue 19).
+"""The webhook's rule for Bindings: a Binding may not write scheduler-owned keys (issues 19 and 28).
 
 Why it exists: Kubernetes' pod storage copies a Binding's `metadata.annotations` onto the pod as it binds
 it (`BindingREST.Create` -> `assignPod` -> `setPodHostAndAnnotations`: `for k, v := range annotations {
 pod.Annotations[k] = v }`, since the first releases). Whoever may create `pods/binding` could therefore
 bind an unbound pod with a forged `hami.io/vgpu-devices-allocated` (or `hami.io/vgpu-node`, a vendor's
-allocation key), which the device plugin honours, without the pod UPDATE the annotation rule guards.
+allocation key), which the device plugin honours, without the pod UPDATE the annotation rule guards. The
+legacy endpoint `namespaces/{ns}/bindings` does the same (`LegacyBindingREST.Create` -> the same
+`assignPod`), so the rule decides every v1 Binding whichever endpoint it came to (app/core/admissionroute.py).
+Since PodTopologyLabels the storage copies the Binding's labels too: a Binding may not set a label the
+chart's opt-out reads (`podkeys.OPT_OUT_LABELS`); every other label (the zone and region that plugin adds
+to every `pods/binding`) passes.
 
 The rule is the UPDATE rule's (app/core/admission.py): only trusted users may set scheduler-owned keys
 (`scheduler_owned`). A Binding can only add or overwrite keys, of a pod that is not bound yet (the API
@@ -20,17 +25,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.core.admission import AdmissionSettings, scheduler_owned
+from app.core.podkeys import OPT_OUT_LABELS
 from app.core.review import AdmissionInput, AdmissionOutcome, allowed, denied, errored
 from app.core.vendor import Vendor
-
-BINDING = "binding"  # the AdmissionReview request's subResource for pods/binding
 
 
 class _Malformed(ValueError):
     pass
 
 
-def _binding_annotations(obj: object) -> Mapping[str, Any]:
+def _binding_metadata(obj: object) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The Binding's (annotations, labels); raises _Malformed for an object that is not a v1 Binding."""
     if not isinstance(obj, Mapping):
         raise _Malformed(f"request.object must be a Binding object, got {type(obj).__name__}")
     if obj.get("kind") not in (None, "", "Binding") or obj.get("apiVersion") not in (None, "", "v1"):
@@ -40,24 +45,28 @@ def _binding_annotations(obj: object) -> Mapping[str, Any]:
     metadata = obj.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise _Malformed(f"request.object.metadata must be an object, got {type(metadata).__name__}")
-    annotations = (metadata or {}).get("annotations")
-    if annotations is not None and not isinstance(annotations, Mapping):
-        raise _Malformed(
-            f"request.object.metadata.annotations must be an object, got {type(annotations).__name__}"
-        )
-    return annotations or {}
+    found = []
+    for field in ("annotations", "labels"):
+        value = (metadata or {}).get(field)
+        if value is not None and not isinstance(value, Mapping):
+            raise _Malformed(f"request.object.metadata.{field} must be an object, got {type(value).__name__}")
+        found.append(value or {})
+    return found[0], found[1]
 
 
 def review_binding(
     request: AdmissionInput, settings: AdmissionSettings, vendors: Sequence[Vendor]
 ) -> AdmissionOutcome:
-    """The webhook's answer to a CREATE of `pods/binding`. Never raises for any JSON input."""
+    """The webhook's answer to a CREATE of a Binding (either endpoint). Never raises for any JSON input."""
     try:
-        annotations = _binding_annotations(request.pod)
+        annotations, labels = _binding_metadata(request.pod)
     except _Malformed as exc:
         return errored(400, str(exc))
     owned = sorted(key for key in annotations if isinstance(key, str) and scheduler_owned(key, vendors))
-    if owned and request.username not in settings.trusted_users:
+    opt_out = [f"label {key}" for key in sorted(set(OPT_OUT_LABELS) & set(labels))]
+    if (owned or opt_out) and request.username not in settings.trusted_users:
         user = request.username or "(unknown user)"
-        return denied(f"{user} may not set scheduler-owned annotations through a binding: {', '.join(owned)}")
+        what = "keys" if opt_out else "annotations"
+        keys = ", ".join((*owned, *opt_out))
+        return denied(f"{user} may not set scheduler-owned {what} through a binding: {keys}")
     return allowed()

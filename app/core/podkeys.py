@@ -27,6 +27,9 @@ from app.core.vendor import ALLOCATION, FLAG, INFO, PodKey, Vendor
 # Keys under these prefixes belong to the scheduler and HAMi's device plugins whether declared or not.
 SCHEDULER_OWNED_PREFIXES = ("hami.io/vgpu-", "hami.io/bind-")
 HAMI_PLUGIN = "every device plugin on HAMi's protocol"
+# The labels the chart's opt-outs read (`hami.io/webhook: ignore` on a namespace; on a pod with
+# `webhook.podOptOut`): a Binding, which the API server copies labels from too, may not set them.
+OPT_OUT_LABELS = ("hami.io/webhook",)
 
 # The keys every vendor's pods carry, written by the core (`hami.io/vgpu-node` first, the bind phase at bind).
 CORE_KEYS = (

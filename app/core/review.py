@@ -24,6 +24,11 @@ KIND = "AdmissionReview"
 FORBIDDEN = "Forbidden"
 
 
+# (group, version, kind) of `request.kind`, or (group, version, resource) of `request.resource`; all three
+# empty when the review leaves the field out (hand-made reviews; the API server always sends both).
+GroupVersionName = tuple[str, str, str]
+
+
 class ReviewError(ValueError):
     """The body is not an AdmissionReview we can answer (HTTP layer: allowed=false, status.code 400)."""
 
@@ -40,6 +45,8 @@ class AdmissionInput:
     namespace: str = ""
     api_version: str = V1
     sub_resource: str = ""  # `request.subResource`: "binding" for pods/binding, "status" for pods/status
+    kind: GroupVersionName = ("", "", "")  # `request.kind`: ("", "v1", "Binding") at both binding endpoints
+    resource: GroupVersionName = ("", "", "")  # `request.resource`: ("", "v1", "bindings") for the legacy one
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,16 @@ def _string(request: Mapping[str, Any], key: str, path: str) -> str:
     return value
 
 
+def _group_version(request: Mapping[str, Any], key: str, name: str) -> GroupVersionName:
+    value = request.get(key)
+    if value is None:
+        return ("", "", "")
+    if not isinstance(value, Mapping):
+        raise ReviewError(f"request.{key} must be an object")
+    parts = (_string(value, "group", f"request.{key}"), _string(value, "version", f"request.{key}"))
+    return (*parts, _string(value, name, f"request.{key}"))
+
+
 def parse_review(body: object) -> AdmissionInput:
     """Read an AdmissionReview request body (parsed JSON); raises ReviewError when it is malformed.
 
@@ -117,6 +134,8 @@ def parse_review(body: object) -> AdmissionInput:
         namespace=_string(request, "namespace", "request"),
         api_version=api_version,
         sub_resource=_string(request, "subResource", "request"),
+        kind=_group_version(request, "kind", "kind"),
+        resource=_group_version(request, "resource", "resource"),
     )
 
 

@@ -45,6 +45,10 @@ class Family:
     `build` gets the section's value (None: the chart defaults) and returns one vendor per HAMi backend
     (Ascend: one per `vnpus.configs[]` chip).
     `resources` are the chart's resource names, used to recognise pods asking for a disabled family.
+    `every_pod` are the section's keys (or its chips' keys) that, set to anything but false, "" or
+    "default", make the webhook change pods asking for none of the family's resources (HAMi's
+    `overwriteEnv`, NVIDIA's `gpuCorePolicy`): the chart then sends every pod CREATE to the webhook
+    (app/cli/chartscope.py; tests/devices/test_every_pod.py holds the list to the vendors' mutations).
     """
 
     name: str
@@ -54,6 +58,7 @@ class Family:
     always: bool = False
     resources: tuple[str, ...] = ()
     count_keys: tuple[str, ...] = ("resourceCountName",)  # a section naming none of these matches nothing
+    every_pod: tuple[str, ...] = ()
 
 
 def _one(factory: Callable[[Any], Vendor]) -> Callable[[Any], tuple[Vendor, ...]]:
@@ -61,7 +66,13 @@ def _one(factory: Callable[[Any], Vendor]) -> Callable[[Any], tuple[Vendor, ...]
 
 
 REGISTRY: tuple[Family, ...] = (
-    Family("NVIDIA", "nvidia", _one(lambda s: Nvidia(parse_nvidia_config(s))), always=True),
+    Family(
+        "NVIDIA",
+        "nvidia",
+        _one(lambda s: Nvidia(parse_nvidia_config(s))),
+        always=True,
+        every_pod=("overwriteEnv", "gpuCorePolicy"),
+    ),
     Family("Cambricon MLU", "cambricon", _one(lambda s: Cambricon(parse_cambricon_config(s)))),
     Family("Hygon DCU", "hygon", _one(lambda s: Hygon(parse_hygon_config(s)))),
     Family(
@@ -103,7 +114,7 @@ REGISTRY: tuple[Family, ...] = (
     Family("Vastai", "vastai", _one(lambda s: Vastai(parse_vastai_config(s)))),
     Family("Biren", "biren", _one(lambda s: Biren(parse_biren_config(s)))),
     # --- end AWS Neuron, AMD, Vastai, Biren ---
-    Family("Huawei Ascend", "vnpus", ascend_vendors, flag="ascend"),
+    Family("Huawei Ascend", "vnpus", ascend_vendors, flag="ascend", every_pod=("overwriteEnv",)),
     Family(
         "Iluvatar",
         "iluvatars",

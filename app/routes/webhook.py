@@ -13,7 +13,6 @@ from flask import Blueprint, Response, request
 
 from app import decisions
 from app.admit.usecase import review
-from app.core.bindingrule import BINDING
 from app.core.review import V1, ReviewError, errored, parse_review, review_response
 from app.metrics import WEBHOOK_RESULTS, WEBHOOK_SECONDS
 from app.routes.common import MAX_DEPTH, BodyError, context, json_body, json_response, nested_deeper
@@ -29,12 +28,16 @@ def _bad_request(message: str, api_version: str = V1, uid: str = "") -> Response
 
 def _copied(body: object) -> bool:
     """Does the review reach the path that copies and diffs the pod (recursively)? Every body but a
-    well-formed UPDATE or pods/binding request, which read annotations only: their (larger: old and new
-    pod) bodies are not walked for the nesting limit (app/routes/common.py)."""
+    well-formed UPDATE or Binding request (either endpoint), which read annotations and labels only: their
+    (larger: old and new pod) bodies are not walked for the nesting limit (app/routes/common.py)."""
     review = body.get("request") if isinstance(body, dict) else None
     if not isinstance(review, dict):
         return True
-    return review.get("operation") != "UPDATE" and review.get("subResource") != BINDING
+    kind = review.get("kind")
+    binding = review.get("subResource") == "binding" or (
+        isinstance(kind, dict) and kind.get("kind") == "Binding"
+    )
+    return review.get("operation") != "UPDATE" and not binding
 
 
 @blueprint.post("/webhook")

@@ -108,5 +108,5 @@ def test_update_protection_is_on_by_default(render: Any) -> None:
     assert [(r["operations"], r["resources"]) for r in rules] == [
         (["CREATE"], ["pods"]),
         (["UPDATE"], ["pods", "pods/status"]),
-        (["CREATE"], ["pods/binding"]),  # a Binding's annotations land on the pod (issue 19)
+        (["CREATE"], ["pods/binding", "bindings"]),  # a Binding lands on the pod at both endpoints (19, 28)
     ]

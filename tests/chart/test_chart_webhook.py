@@ -57,7 +57,11 @@ def test_timeout(render: Any, overrides: dict[str, int], timeout: int) -> None:
     [
         pytest.param(
             {},
-            [("CREATE", ["pods"]), ("UPDATE", ["pods", "pods/status"]), ("CREATE", ["pods/binding"])],
+            [
+                ("CREATE", ["pods"]),
+                ("UPDATE", ["pods", "pods/status"]),
+                ("CREATE", ["pods/binding", "bindings"]),
+            ],
             id="default",
         ),
         pytest.param({"webhook.protectAnnotationsOnUpdate": False}, [("CREATE", ["pods"])], id="create-only"),
@@ -105,12 +109,16 @@ def test_the_skipped_bound_pod_keys_are_the_cores_keys_outside_any_allocation(re
     assert ".matches('^;*$')" in condition["expression"]
 
 
-def test_no_match_conditions_without_update_protection(render: Any) -> None:
-    assert "matchConditions" not in webhook(render("default", {"webhook.protectAnnotationsOnUpdate": False}))
+def test_match_conditions_without_update_protection_too(render: Any) -> None:
+    """The pod CREATE condition keeps plain pods off the webhook whatever else is registered (issue 28)."""
+    hook = webhook(render("default", {"webhook.protectAnnotationsOnUpdate": False}))
+    [condition] = hook["matchConditions"]
+    assert condition == webhook(render("default"))["matchConditions"][0]
 
 
 def test_ha_example_protects_updates(render: Any) -> None:
     assert [r["operations"] for r in webhook(render("ha"))["rules"]] == [["CREATE"], ["UPDATE"], ["CREATE"]]
+    assert webhook(render("ha"))["rules"][2]["resources"] == ["pods/binding", "bindings"]
 
 
 def expressions(selector: dict[str, Any]) -> list[tuple[str, str, list[str]]]:

@@ -20,10 +20,17 @@ USER = "alice"
 DENIED = "alice may not set scheduler-owned annotations through a binding"
 
 
-def binding(annotations: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+ZONE = {"topology.kubernetes.io/zone": "a", "topology.kubernetes.io/region": "r"}
+
+
+def binding(
+    annotations: dict[str, Any] | None = None, labels: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": "p", "namespace": "team", "uid": "u-1"}
     if annotations is not None:
         metadata["annotations"] = annotations
+    if labels is not None:
+        metadata["labels"] = labels
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -77,6 +84,24 @@ def binding(annotations: dict[str, Any] | None = None, **extra: Any) -> dict[str
             "system:kube-scheduler may not",
             id="kube-scheduler-is-not-trusted",
         ),
+        pytest.param(USER, binding(labels=ZONE), True, "", id="topology-labels"),
+        pytest.param(
+            USER,
+            binding(labels={**ZONE, "hami.io/webhook": "ignore"}),
+            False,
+            "alice may not set scheduler-owned keys through a binding: label hami.io/webhook",
+            id="opt-out-label",
+        ),
+        pytest.param(
+            USER,
+            binding({"hami.io/vgpu-node": "n1"}, {"hami.io/webhook": "x"}),
+            False,
+            "keys through a binding: hami.io/vgpu-node, label hami.io/webhook",
+            id="owned-annotation-and-opt-out-label",
+        ),
+        pytest.param(
+            SCHEDULER_SA, binding(labels={"hami.io/webhook": "ignore"}), True, "", id="trusted-label"
+        ),
         pytest.param(SCHEDULER_SA, binding({"hami.io/vgpu-node": "n1"}), True, "", id="our-service-account"),
         pytest.param(PLUGIN_SA, binding({"hami.io/bind-phase": "allocating"}), True, "", id="device-plugin"),
     ],
@@ -105,6 +130,7 @@ def test_scheduler_owned_keys_need_a_trusted_user(
         pytest.param(
             {"metadata": {"annotations": ["a"]}}, "annotations must be an object, got list", id="annotations"
         ),
+        pytest.param({"metadata": {"labels": "a"}}, "labels must be an object, got str", id="labels"),
     ],
 )
 def test_an_object_that_is_not_a_binding_is_a_400(obj: object, message: str) -> None:

@@ -5,6 +5,7 @@ runs in tests/k8s/test_objects.py against the emulator."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import threading
@@ -28,10 +29,10 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\
 @dataclass
 class Server:
     """Accepts connections; for each request read (up to the blank line, then Content-Length bytes) it
-    records the raw bytes and writes `answer(n)` (n counts requests), closing the connection after it
-    when `close_after` says so."""
+    records the raw bytes and writes `answer(n)` (n counts requests; a list is written piece by piece,
+    50 ms apart), closing the connection after it when `close_after` says so."""
 
-    answer: Callable[[int], bytes]
+    answer: Callable[[int], bytes | list[bytes]]
     close_after: Callable[[int], bool] = lambda n: False
     requests: list[bytes] = field(default_factory=list)
     connections: int = 0
@@ -53,7 +54,7 @@ class Server:
             threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
 
     def _connection(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as stream:
+        with conn, conn.makefile("rb") as stream, contextlib.suppress(ConnectionError):  # a client's reset
             while True:
                 head = b""
                 while not head.endswith(b"\r\n\r\n"):
@@ -71,7 +72,10 @@ class Server:
                 )
                 self.requests.append(head + stream.read(length))
                 count = len(self.requests)
-                conn.sendall(self.answer(count))
+                answer = self.answer(count)
+                for piece in answer if isinstance(answer, list) else [answer]:
+                    conn.sendall(piece)
+                    time.sleep(0.05 if isinstance(answer, list) else 0)
                 if self.close_after(count):
                     conn.shutdown(socket.SHUT_RDWR)
                     return
@@ -81,7 +85,9 @@ class Server:
 def serve() -> Iterator[Callable[..., Server]]:
     started: list[Server] = []
 
-    def start(answer: Callable[[int], bytes] = lambda n: OK, **kwargs: Callable[[int], bool]) -> Server:
+    def start(
+        answer: Callable[[int], bytes | list[bytes]] = lambda n: OK, **kwargs: Callable[[int], bool]
+    ) -> Server:
         server = Server(answer, **kwargs)
         threading.Thread(target=server.serve, daemon=True).start()
         started.append(server)
@@ -144,19 +150,48 @@ def test_a_header_with_a_line_break_is_refused() -> None:
         exchange.header_lines({"authorization": "Bearer t\r\nX-Injected: 1"})
 
 
-ANSWERS = {
+FIRST = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst"
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+ANSWERS = {  # (the bytes, status, body, reusable)
+    # obs-fold (RFC 9112 5.2): unfolded into the field it continues, so a folded Content-Length frames nothing
+    "folded-content-length": (
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\n Content-Length: 2\r\nContent-Length: 5\r\n\r\nfirst",
+        200,
+        b"first",
+        True,
+    ),
+    "folded-header-with-tabs-and-spaces": (
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\n\t more\r\n  and more\r\nContent-Length: 5\r\n\r\nfirst",
+        200,
+        b"first",
+        True,
+    ),
+    "folded-interim-answer-then-the-answer": (
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>;\r\n rel=preload\r\n\r\n" + FIRST,
+        200,
+        b"first",
+        True,
+    ),
     "content-length": (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 200, b"hello", True),
-    "chunked-with-extension-and-trailer": (
-        b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n"
-        b"3;name=x\r\nhel\r\n2\r\nlo\r\n0\r\nX-Trailer: 1\r\n\r\n",
+    "chunked-with-extensions-and-trailers": (
+        b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"
+        b'3;name=x;q="a b"\r\nhel\r\n2;last\r\nlo\r\n0;end=1\r\nX-Checksum: 1\r\nX-Other: 2\r\n\r\n',
         201,
         b"hello",
         True,
     ),
-    "interim-100-continue-first": (
-        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    "interim-100-continue-first": (b"HTTP/1.1 100 Continue\r\n\r\n" + FIRST, 200, b"first", True),
+    "interim-103-early-hints-first": (
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n" + FIRST,
         200,
-        b"{}",
+        b"first",
+        True,
+    ),
+    "several-interim-answers-first": (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nLink: </b>\r\n\r\n" + FIRST,
+        200,
+        b"first",
         True,
     ),
     "connection-close": (
@@ -166,51 +201,134 @@ ANSWERS = {
         False,
     ),
     "http-1.0": (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", 200, b"{}", False),
-    "no-length-reads-to-the-end": (b"HTTP/1.1 200 OK\r\n\r\nto the end", 200, b"to the end", False),
-    "negative-length-reads-to-the-end": (
-        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nabc",
+    "http-1.0-keep-alive-still-closed": (
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n{}",
         200,
-        b"abc",
+        b"{}",
         False,
     ),
-    "header-line-without-colon-skipped": (
-        b"HTTP/1.1 200 OK\r\nbroken\r\nContent-Length: 1\r\n\r\nx",
-        200,
-        b"x",
+    "close-delimited-body": (b"HTTP/1.1 200 OK\r\n\r\nto the end", 200, b"to the end", False),
+    "no-content": (b"HTTP/1.1 204 No Content\r\n\r\n", 204, b"", True),
+    "not-modified-with-a-length-has-no-body": (
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+        304,
+        b"",
         True,
     ),
-    "no-content": (b"HTTP/1.1 204 No Content\r\n\r\n", 204, b"", True),
     "error-status-with-body": (b"HTTP/1.1 409 Conflict\r\nContent-Length: 3\r\n\r\nabc", 409, b"abc", True),
 }
 POOL = urllib3.HTTPConnectionPool("127.0.0.1", 1)
+DELIVERY = {"in-one-read": 1 << 20, "in-7-byte-reads": 7}
 
 
-def _read(stream: io.BytesIO) -> tuple[exchange.Answer, bool]:
-    version, status, reason, headers = exchange.read_head(stream)
-    return exchange.read_body(stream, POOL, "GET", version, status, reason, headers)
+def _read(raw: bytes, piece: int = 1 << 20, *, head_only: bool = False) -> tuple[exchange.Answer, bool]:
+    """`exchange.receive` over `raw`, `piece` bytes per read, then the end of the connection."""
+    stream = io.BytesIO(raw)
+    return exchange.receive(lambda n: stream.read(min(n, piece)), POOL, 2.0, head_only=head_only)
 
 
+@pytest.mark.parametrize("piece", DELIVERY.values(), ids=DELIVERY.keys())
 @pytest.mark.parametrize(("raw", "status", "body", "keep"), ANSWERS.values(), ids=ANSWERS.keys())
-def test_answers_are_read_whole(raw: bytes, status: int, body: bytes, keep: bool) -> None:
-    stream = io.BytesIO(raw + b"NEXT" if keep else raw)
-    answer, reusable = _read(stream)
+def test_answers_are_read_whole(raw: bytes, status: int, body: bytes, keep: bool, piece: int) -> None:
+    answer, reusable = _read(raw, piece)
     assert (answer.status, answer.body, reusable) == (status, body, keep)
-    if keep:
-        assert stream.read() == b"NEXT"  # nothing of the next answer was consumed
 
 
-CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-REFUSED = {  # what http.client (the status line and headers) or urllib3 (the body) raises, and says
+def test_a_head_answer_has_no_body_and_ends_its_connection() -> None:
+    answer, reusable = _read(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", head_only=True)
+    assert (answer.status, answer.body, reusable) == (200, b"", False)
+
+
+SURPLUS = {
+    "a-second-answer": FIRST + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    "bytes-that-are-no-answer": FIRST + b"NEXT",
+    "a-body-longer-than-its-length": b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nfirst",
+}
+
+
+@pytest.mark.parametrize("raw", SURPLUS.values(), ids=SURPLUS.keys())
+def test_bytes_after_the_answer_end_the_connection(raw: bytes) -> None:
+    """The server and we disagree on where the answer ends: the connection is never used again."""
+    answer, reusable = _read(raw)
+    assert answer.status == 200 and not reusable
+
+
+REFUSED = {  # what http.client (the status line) or urllib3 (the body) raises, and says; llhttp for the rest
     "empty": (b"", RemoteDisconnected, "Remote end closed connection without response"),
-    "bad-status-line": (b"HTP/1.1 200 OK\r\n\r\n", BadStatusLine, "HTP/1.1 200 OK"),
-    "bad-status-code": (b"HTTP/1.1 2x0 OK\r\n\r\n", BadStatusLine, "2x0"),
+    "closed-inside-the-head": (
+        b"HTTP/1.1 200 OK\r\nContent-Le",
+        RemoteDisconnected,
+        "Remote end closed connection without response",
+    ),
+    "closed-after-an-interim-answer": (
+        b"HTTP/1.1 103 Early Hints\r\n\r\n",
+        RemoteDisconnected,
+        "Remote end closed connection without response",
+    ),
+    "bad-status-line": (b"HTP/1.1 200 OK\r\n\r\n", BadStatusLine, "HTP"),
+    "bad-status-code": (b"HTTP/1.1 2x0 OK\r\n\r\n", BadStatusLine, "2x"),
     "unknown-protocol": (b"HTTP/2.0 200 OK\r\n\r\n", UnknownProtocol, "HTTP/2.0"),
+    "switching-protocols-unasked": (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+        HTTPException,
+        "no upgrade was asked for",
+    ),
     "too-many-headers": (
         b"HTTP/1.1 200 OK\r\n" + b"X: 1\r\n" * 100 + b"\r\n",
         HTTPException,
         "more than 100",
     ),
     "line-too-long": (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", LineTooLong, "header line"),
+    "endless-interim-answers": (
+        (b"HTTP/1.1 103 Early Hints\r\n" + (b"Link: </" + b"a" * 4000 + b">\r\n") * 16 + b"\r\n") * 20,
+        HTTPException,
+        "longer than 1048576 bytes",
+    ),
+    "continuation-before-any-header": (
+        b"HTTP/1.1 200 OK\r\n Content-Length: 2\r\n\r\n{}",
+        HTTPException,
+        "invalid answer head",
+    ),
+    "conflicting-content-lengths": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nfirst",
+        HTTPException,
+        "Duplicate Content-Length",
+    ),
+    "repeated-content-length": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nfirst",
+        HTTPException,
+        "Duplicate Content-Length",
+    ),
+    "content-length-list": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nfirst",
+        HTTPException,
+        "Invalid character in Content-Length",
+    ),
+    "negative-content-length": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nabc",
+        HTTPException,
+        "Invalid character in Content-Length",
+    ),
+    "content-length-and-chunked": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        HTTPException,
+        "Transfer-Encoding can't be present with Content-Length",
+    ),
+    "other-transfer-coding": (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        ProtocolError,
+        "unexpected Transfer-Encoding 'gzip, chunked'",
+    ),
+    "header-line-without-colon": (
+        b"HTTP/1.1 200 OK\r\nbroken\r\nContent-Length: 1\r\n\r\nx",
+        HTTPException,
+        "invalid answer head",
+    ),
+    "whitespace-before-colon": (
+        b"HTTP/1.1 200 OK\r\nContent-Length : 1\r\n\r\nx",
+        HTTPException,
+        "Invalid header field char",
+    ),
     "cut-short-body": (
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
         ProtocolError,
@@ -228,6 +346,11 @@ REFUSED = {  # what http.client (the status line and headers) or urllib3 (the bo
         "IncompleteRead(3 bytes",
     ),
     "chunked-cut-short": (CHUNKED + b"3\r\nabc\r\n", ProtocolError, "IncompleteRead(3 bytes read)"),
+    "chunked-cut-inside-the-trailers": (
+        CHUNKED + b"3\r\nabc\r\n0\r\nX-T: 1\r\n",
+        ProtocolError,
+        "IncompleteRead(3 bytes read)",
+    ),
     "compressed": (
         b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
         ProtocolError,
@@ -236,13 +359,93 @@ REFUSED = {  # what http.client (the status line and headers) or urllib3 (the bo
 }
 
 
+@pytest.mark.parametrize("piece", DELIVERY.values(), ids=DELIVERY.keys())
 @pytest.mark.parametrize(("raw", "error", "says"), REFUSED.values(), ids=REFUSED.keys())
-def test_a_malformed_or_truncated_answer_is_refused_as_http_client_and_urllib3_refuse_it(
-    raw: bytes, error: type[Exception], says: str
+def test_a_malformed_or_truncated_answer_is_refused(
+    raw: bytes, error: type[Exception], says: str, piece: int
 ) -> None:
     with pytest.raises(error) as raised:
-        _read(io.BytesIO(raw))
+        _read(raw, piece)
     assert says in str(raised.value)
+
+
+SECOND = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond"
+# the first answer's pieces, whether the server closes after it, what the first call gets, connections used
+SCRIPTED = {
+    "103-early-hints-then-the-answer": (
+        [b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", FIRST],
+        False,
+        b"first",
+        1,
+    ),
+    "several-interim-answers-then-the-answer": (
+        [
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+            FIRST,
+        ],
+        False,
+        b"first",
+        1,
+    ),
+    "folded-content-length": (
+        [b"HTTP/1.1 200 OK\r\nX-A: 1\r\n Content-Length: 2\r\nContent-Length: 5\r\n\r\nfirst"],
+        False,
+        b"first",
+        1,
+    ),
+    "chunked-with-extensions-and-trailers": (
+        [CHUNKED + b"3;a=1\r\nfir\r\n2;b\r\nst\r\n0\r\nX-Checksum: 9\r\n\r\n"],
+        False,
+        b"first",
+        1,
+    ),
+    "content-length-too-short": (
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nfirst"],
+        False,
+        b"fir",
+        2,
+    ),
+    "content-length-too-long-then-closed": (
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst"],
+        True,
+        "Connection broken: IncompleteRead(5 bytes read, 5 more expected)",
+        2,
+    ),
+    "content-length-too-long-kept-open": (
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst"],
+        False,
+        "Read timed out.",
+        2,
+    ),
+    "conflicting-content-lengths": (
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nfirst"],
+        False,
+        "Duplicate Content-Length",
+        2,
+    ),
+    "close-delimited-body": ([b"HTTP/1.1 200 OK\r\n\r\nfirst"], True, b"first", 2),
+}
+
+
+@pytest.mark.parametrize(("pieces", "close", "first", "connections"), SCRIPTED.values(), ids=SCRIPTED.keys())
+def test_a_scripted_answer_and_the_next_call_on_the_pool_gets_its_own(
+    serve: Callable[..., Server], pieces: list[bytes], close: bool, first: bytes | str, connections: int
+) -> None:
+    """The first call gets its answer or an error; the second call on the same pool (one connection) gets
+    the second answer, on the same connection only when the first was read whole and nothing followed."""
+    server = serve(lambda n: pieces if n == 1 else SECOND, close_after=lambda n: close and n == 1)
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", server.port, maxsize=1)
+    if isinstance(first, bytes):
+        answer = _send(pool, "GET", "/x", None)
+        assert (answer.status, answer.body) == (200, first)
+    else:
+        with pytest.raises(urllib3.exceptions.HTTPError) as raised:
+            _send(pool, "GET", "/x", None)
+        assert first in str(raised.value)
+    time.sleep(0.2)  # whatever else the server writes for the first call arrives before the second
+    assert _send(pool, "GET", "/x", None).body == b"second"
+    assert server.connections == connections and len(server.requests) == 2
 
 
 def _urllib3_message(pool: urllib3.HTTPConnectionPool) -> str:

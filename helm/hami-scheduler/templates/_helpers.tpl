@@ -543,3 +543,106 @@ checksum/ca: {{ (include "hami-scheduler.generatedTLS" . | fromYaml).ca | sha256
 {{- end }}
 checksum/kube-scheduler-client: {{ (include "hami-scheduler.clientTLS" . | fromYaml).crt | sha256sum }}
 {{- end -}}
+
+{{/* Admission scope ------------------------------------------------------------------------------------------ */}}
+
+{{/* What the webhook's matchConditions select, as JSON (issue 28): generated/admission-scope.json (written by
+     `python -m app.cli keys --chart` from the vendors' declarations; tests/chart keep it equal) for the families
+     the service enables with this chart's device config, plus the names that config and managedResources set.
+     keys/prefixes/affixes: scheduler-owned pod keys; resources/resourceAffixes: every resource name an enabled
+     vendor reads; everyPod: a vendor's mutation touches pods that ask for none of them (overwriteEnv,
+     gpuCorePolicy), so every pod CREATE must be sent. With deviceConfig.existingConfigMap the config is not
+     known at render time: every family without an --enable flag counts as enabled, and webhook.everyPod says
+     whether that ConfigMap sets overwriteEnv or gpuCorePolicy. */}}
+{{- define "hami-scheduler.admissionScope" -}}
+{{- $scope := .Files.Get "generated/admission-scope.json" | fromJson -}}
+{{- if not $scope.families -}}
+{{- fail "generated/admission-scope.json is missing from the chart: run `python -m app.cli keys --chart`" -}}
+{{- end -}}
+{{- $known := not .Values.deviceConfig.existingConfigMap -}}
+{{- $config := dict -}}
+{{- if $known -}}
+{{- $config = include "hami-scheduler.deviceConfigText" . | fromYaml -}}
+{{- end -}}
+{{- $flags := dict "ascend" .Values.devices.ascend.enabled "iluvatar" .Values.devices.iluvatar.enabled -}}
+{{- $resources := dict -}}
+{{- range .Values.kubeScheduler.managedResources -}}
+{{- $_ := set $resources . true -}}
+{{- end -}}
+{{- $affixes := list -}}
+{{- $everyPod := .Values.webhook.everyPod -}}
+{{- range $family := $scope.families -}}
+{{- $section := index $config $family.section -}}
+{{- $enabled := false -}}
+{{- if $family.always -}}
+{{- $enabled = true -}}
+{{- else if $family.flag -}}
+{{- $enabled = index $flags $family.flag -}}
+{{- else if not $known -}}
+{{- $enabled = true -}}
+{{- else if kindIs "map" $section -}}
+{{- range $key := $family.countKeys -}}
+{{- if index $section $key -}}
+{{- $enabled = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $enabled -}}
+{{- range $family.resources -}}
+{{- $_ := set $resources . true -}}
+{{- end -}}
+{{- $affixes = concat $affixes $family.resourceAffixes -}}
+{{- /* the section and its chips (a list of its own, or one the section holds: vnpus.configs) */ -}}
+{{- $entries := list -}}
+{{- if kindIs "map" $section -}}
+{{- $entries = append $entries $section -}}
+{{- range $value := values $section -}}
+{{- if kindIs "slice" $value -}}
+{{- $entries = concat $entries $value -}}
+{{- end -}}
+{{- end -}}
+{{- else if kindIs "slice" $section -}}
+{{- $entries = $section -}}
+{{- end -}}
+{{- range $entry := $entries -}}
+{{- if kindIs "map" $entry -}}
+{{- range $key, $value := $entry -}}
+{{- if and (hasPrefix "resource" $key) (kindIs "string" $value) $value -}}
+{{- $_ := set $resources $value true -}}
+{{- end -}}
+{{- if and (has $key $family.everyPod) $value (not (has (toString $value) (list "false" "default"))) -}}
+{{- $everyPod = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $keys := dict -}}
+{{- range $scope.ownedKeys -}}
+{{- $_ := set $keys . true -}}
+{{- end -}}
+{{- $labels := dict -}}
+{{- range $scope.optOutLabels -}}
+{{- $_ := set $labels . true -}}
+{{- end -}}
+{{- dict "keys" $keys "prefixes" $scope.ownedPrefixes "affixes" $scope.ownedAffixes "resources" $resources "resourceAffixes" (uniq $affixes) "everyPod" $everyPod "optOutLabels" $labels "unboundFlags" $scope.unboundFlags | toJson -}}
+{{- end -}}
+
+{{/* A CEL test of the string variable $.var against a name set: `$.var in {map}` or one of the prefixes or
+     (prefix, suffix) pairs. */}}
+{{- define "hami-scheduler.celNameTest" -}}
+{{- $v := .var -}}
+{{- $terms := list (printf "%s in %s" $v (toJson .names)) -}}
+{{- range .prefixes -}}
+{{- $terms = append $terms (printf "%s.startsWith(%s)" $v (toJson .)) -}}
+{{- end -}}
+{{- range .affixes -}}
+{{- if index . 1 -}}
+{{- $terms = append $terms (printf "(%s.startsWith(%s) && %s.endsWith(%s))" $v (toJson (index . 0)) $v (toJson (index . 1))) -}}
+{{- else -}}
+{{- $terms = append $terms (printf "%s.startsWith(%s)" $v (toJson (index . 0))) -}}
+{{- end -}}
+{{- end -}}
+{{- printf "(%s)" (join " || " $terms) -}}
+{{- end -}}
