@@ -62,6 +62,9 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
 
     def shape(pod: Mapping[str, Any]) -> dict[str, Any]:
         metadata = _metadata(pod, "labels", "deletionTimestamp")
+        owners = _mapping(pod.get("metadata")).get("ownerReferences")
+        if isinstance(owners, list) and owners:  # who made the pod (workers/notices.py), not the whole list
+            metadata["ownerReferences"] = [_pick(_mapping(o), ("kind", "name")) for o in owners]
         annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
         metadata["annotations"] = {
             k: v for k, v in annotations.items() if k.startswith(POD_ANNOTATION_PREFIX) or k in allocated

@@ -36,6 +36,7 @@ from app.core.vendor import node_locks
 from app.k8s import objects
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
+from app.k8s.events import EventRecorder
 from app.k8s.watching import Target
 from app.state import gauges
 from app.state.ledger import Ledger
@@ -50,6 +51,7 @@ from workers.handover import node_shape as handover_node_shape
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.leaderwrites import LeaderWrites
 from workers.metrics import LockAges, MetricsServer, WorkerMetrics
+from workers.notices import AdmissionNotices
 from workers.phantoms import Phantom, release
 from workers.podgroups import GangWatch
 from workers.podwatch import PodWatch
@@ -132,6 +134,13 @@ class Worker:
             shapes.pod_shape(vendors),
             self._on_pods,
             on_restart=restart,
+        )
+        self.notices = AdmissionNotices(
+            EventRecorder(kube, settings.scheduler_name, settings.leader.identity),
+            vendors,
+            settings.scheduler_name,
+            leading=lambda: bool(self.status.leading_term()),
+            listed=lambda: all(i.synced.is_set() for i in self.pods.informers),
         )
         self.quotas = Informer(
             kube,
@@ -223,7 +232,8 @@ class Worker:
 
     def _on_pods(self, changes: Sequence[Change]) -> None:
         self.reconciler.handle(changes)
-        self.gangs.on_pods(changes)
+        self.notices.handle(changes)  # after the ledger: never raises
+        self.gangs.on_pods(changes)  # the PodGroup members (raises: the informer lists again)
 
     def _on_quotas(self, changes: Sequence[Change]) -> None:
         if changes:
@@ -278,6 +288,7 @@ class Worker:
         self._reconcile_ledger.close()
         self._status_ledger.close()
         self.capacity.close()
+        self.notices.close()
 
     def _loop(self) -> None:
         now = time.monotonic()

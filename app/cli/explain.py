@@ -32,7 +32,7 @@ from app.cli.common import (
     load_pod,
     load_vendors,
 )
-from app.core import adoption, pods, quota, reservations
+from app.core import adoption, pods, quota, reservations, why
 from app.core.codec import CodecError
 from app.core.decision import (
     Decision,
@@ -196,13 +196,39 @@ def _decide(
         return _result(None, None, refused)
     if not ctx.requests.any:
         return _result(candidates, None)
-    decision = decide(ctx, candidates, registered, reservations.usage_by_node(usage.held), vendors, broken)
+    used = reservations.usage_by_node(usage.held)
+    decision = decide(ctx, candidates, registered, used, vendors, broken)
+    asked = _asked(pod, ctx.requests.containers, vendors)
+    numbers = {
+        node: why.numbers(
+            reason, registered[node], used.get(node, {}), asked, ctx.annotations, view, ctx.namespace
+        )
+        for node, reason in decision.failed.items()
+        if node in registered
+    }
     winner = decision.winner
     if winner is None or winner.devices is None:
-        return _result(None, decision.failed, decision=decision)
-    now = time.time_ns()
-    annotations = allocation_annotations(winner.node, winner.devices, vendors, now // 10**9, pod, now)
-    return _result([winner.node], None, annotations=annotations, decision=decision)
+        explanation = _result(None, decision.failed, decision=decision)
+    else:
+        now = time.time_ns()
+        annotations = allocation_annotations(winner.node, winner.devices, vendors, now // 10**9, pod, now)
+        explanation = _result([winner.node], None, annotations=annotations, decision=decision)
+    explanation.result["Numbers"] = numbers
+    return explanation
+
+
+def _asked(
+    pod: Mapping[str, Any], containers: Sequence[Mapping[str, Any]], vendors: Sequence[Vendor]
+) -> list[why.Asked]:
+    """Each container's request of each vendor, by container name (init containers first)."""
+    by_key = {v.key: v for v in vendors}
+    names = container_names(pod)
+    return [
+        why.Asked(names[i] if i < len(names) else f"#{i}", by_key[key], request)
+        for i, requests in enumerate(containers)
+        for key, request in requests.items()
+        if key in by_key
+    ]
 
 
 def evaluate(args: argparse.Namespace) -> Explanation:
@@ -226,17 +252,18 @@ def container_names(pod: Mapping[str, Any]) -> list[str]:
     return [pods.container_name(c) for c in (*pods.init_containers(pod), *pods.containers(pod))]
 
 
-def device_lines(devices: PodDevices, names: Sequence[str]) -> list[str]:
-    """`c0: GPU-B (NVIDIA) 2.9Gi 30% cores` per allocated device, containers in pod order."""
+def device_lines(devices: PodDevices, names: Sequence[str], vendors: Mapping[str, Vendor]) -> list[str]:
+    """`c0: GPU-B (NVIDIA) 2.9Gi 30% cores` per allocated device, containers in pod order, in each vendor's
+    units (`c0: dev-0 (AMD) 64Gi 152 CUs`)."""
     lines: list[str] = []
     for vendor, containers in sorted(devices.items()):
         for index, container in enumerate(containers):
             name = names[index] if index < len(names) else f"#{index}"
-            lines.extend(f"{name}: {tables.device_text(d, vendor)}" for d in container)
+            lines.extend(f"{name}: {tables.device_text(d, vendor, vendors.get(vendor))}" for d in container)
     return lines
 
 
-def _text(explanation: Explanation, names: Sequence[str], wide: bool) -> str:
+def _text(explanation: Explanation, names: Sequence[str], wide: bool, vendors: Mapping[str, Vendor]) -> str:
     result, decision = explanation.result, explanation.decision
     if result["Error"]:
         return f"error: {result['Error']}"
@@ -246,11 +273,14 @@ def _text(explanation: Explanation, names: Sequence[str], wide: bool) -> str:
     rows: list[list[str]] = []
     for verdict in reversed(decision.ranked):
         chosen = winner is not None and verdict.node == winner.node
-        lines: list[str] = device_lines(verdict.devices or {}, names) if (chosen or wide) else []
+        lines: list[str] = device_lines(verdict.devices or {}, names, vendors) if (chosen or wide) else []
         score = format_score(verdict.score)
         rows.append([verdict.node, "chosen" if chosen else "fits", score, lines[0] if lines else ""])
         rows.extend(["", "", "", line] for line in lines[1:])
-    rows.extend([node, "no", "", reason] for node, reason in decision.failed.items())
+    numbers = result.get("Numbers") or {}
+    for node, reason in decision.failed.items():  # HAMi's reason, then the amounts behind it
+        rows.append([node, "no", "", reason])
+        rows.extend(["", "", "", f"  {line}"] for line in numbers.get(node, ()))
     out = [tables.table(["NODE", "VERDICT", "SCORE", "DEVICES / REASON"], rows), ""]
     out.extend(_usage_lines(explanation))
     out.append(f"placed on {winner.node}" if winner else "no node fits this pod")
@@ -271,4 +301,5 @@ def run(args: argparse.Namespace) -> str:
     explanation = evaluate(args)
     if args.output == "json":
         return dump_json(explanation.result)
-    return _text(explanation, container_names(load_pod(args.pod)), args.output == "wide")
+    vendors = {v.key: v for v in load_vendors(args.device_config)}
+    return _text(explanation, container_names(load_pod(args.pod)), args.output == "wide", vendors)

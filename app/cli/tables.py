@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from app.core import units
 from app.core.model import ContainerDevice
 
 FULL, EMPTY = "█", "░"
@@ -73,8 +74,13 @@ def age(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600}h"
 
 
-def device_text(device: ContainerDevice, vendor: str) -> str:
-    """One allocated device, readable: `GPU-1f3a… (NVIDIA) 16Gi 30% cores`."""
+def device_text(device: ContainerDevice, vendor: str, units_of: object = None) -> str:
+    """One allocated device, readable: `GPU-1f3a… (NVIDIA) 16Gi 30% cores`; in the vendor's units where
+    they are not MiB and percent (`units_of`, the vendor: app.core.units)."""
+    if isinstance(units_of, units.Units):
+        memory = f" {units_of.memory_text(device.usedmem)}" if device.usedmem else ""
+        cores = f" {units_of.cores_text(device.usedcores)}" if device.usedcores else ""
+        return f"{device.uuid} ({vendor}){memory}{cores}"
     cores = f" {device.usedcores}% cores" if device.usedcores else ""
     mig = f" MIG {device.mig.profile}@{device.mig.placement.start}" if device.mig else ""
     return f"{device.uuid} ({vendor}) {mib(device.usedmem)}{cores}{mig}"

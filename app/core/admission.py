@@ -22,6 +22,9 @@ capacity look free or name other devices. A device resource value the
 filter would refuse (e.g. `nvidia.com/gpumem: 16Gi`) is denied with code 400 instead of admitted as a
 non-GPU pod (quirk #5).
 
+An allowed pod routed to our scheduler carries one warning per value HAMi clamps or ignores
+(`app.core.notes`: cores above 100, a count of 0 next to memory, ...), said rather than refused.
+
 The HTTP layer calls `parse_review` → `admit` → `review_response` (the envelope lives in app.core.review
 and is re-exported here).
 """
@@ -36,10 +39,10 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from app.core import podkeys, pods
+from app.core import notes, podkeys, pods
 from app.core.model import QuotaView
 from app.core.pods import PodError
-from app.core.quota import admission_fits
+from app.core.quota import admission_excess
 from app.core.review import (
     AdmissionInput,
     AdmissionOutcome,
@@ -55,6 +58,7 @@ from app.core.vendor import AdmissionError, InvalidRequest, Vendor
 DEFAULT_SCHEDULER = "default-scheduler"
 NO_CONTENT = "there is no content to decode"  # controller-runtime's decoder, for an absent object
 SKIPPED = "pod already has different scheduler assigned"
+QUOTA_DENIED = "exceeding resource quota"  # HAMi's denial; ours adds the resource and the amounts after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +190,8 @@ def _create(
     refused = pods.disabled_request(pod, settings.disabled_resources)
     if refused is not None:  # not ours to place: HAMi admits it silently
         warnings = (*warnings, f"{refused}; this scheduler will not place it")
+    if settings.scheduler_name and pods.spec(pod).get("schedulerName") == settings.scheduler_name:
+        warnings = (*warnings, *notes.pod_notes(pod, vendors))  # what HAMi clamps or ignores, told
     return dataclasses.replace(verdict, patch=patch, warnings=warnings, pod=pod)
 
 
@@ -282,8 +288,9 @@ def _decide(
         if spec.get("nodeName"):
             return denied("pod has node assigned")
 
-    if not admission_fits(requests, vendors, quota, namespace):
-        return denied("exceeding resource quota")
+    exceeded = admission_excess(requests, vendors, quota, namespace)
+    if exceeded is not None:  # HAMi's text first, so whatever matches it still matches
+        return denied(f"{QUOTA_DENIED}: {exceeded}")
     return allowed()
 
 

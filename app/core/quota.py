@@ -92,24 +92,42 @@ def limited(quota: QuotaView, namespace: str, vendor: Vendor) -> bool:
     )
 
 
-def fits(quota: QuotaView, namespace: str, vendor: Vendor, mem: int, cores: int) -> bool:
-    """HAMi `FitQuota`: would `mem`/`cores` more stay within the namespace's limits?"""
+def excess(quota: QuotaView, namespace: str, vendor: Vendor, mem: int, cores: int) -> str | None:
+    """Why `mem`/`cores` more would not stay within the namespace's limits (HAMi `FitQuota` false), or None.
+
+    The first resource over its limit, as `limits.<resource> in namespace <ns>: used U, limit L, requested
+    R` in the units the comparison uses (memory in MiB times `memoryFactor`, whose limit is scaled alike)."""
     entries = quota.get(namespace)
     if entries is None:
-        return True
+        return None
     memory = entries.get(vendor.resources.memory)
     if memory is not None and memory.limit_set:
         limit = memory.limit * vendor.memory_factor if vendor.memory_factor > 1 else memory.limit
         if memory.used + mem > limit:
-            return False
+            scaled = (
+                f" ({memory.limit} x memoryFactor {vendor.memory_factor})" if limit != memory.limit else ""
+            )
+            return _excess(vendor.resources.memory, namespace, memory.used, f"{limit}{scaled}", mem)
     core = entries.get(vendor.resources.cores)
-    return not (core is not None and core.limit_set and core.used + cores > core.limit)
+    if core is not None and core.limit_set and core.used + cores > core.limit:
+        return _excess(vendor.resources.cores, namespace, core.used, str(core.limit), cores)
+    return None
 
 
-def admission_fits(
+def _excess(name: str, namespace: str, used: int, limit: str, requested: int) -> str:
+    return f"{QUOTA_PREFIX}{name} in namespace {namespace}: used {used}, limit {limit}, requested {requested}"
+
+
+def fits(quota: QuotaView, namespace: str, vendor: Vendor, mem: int, cores: int) -> bool:
+    """HAMi `FitQuota`: would `mem`/`cores` more stay within the namespace's limits?"""
+    return excess(quota, namespace, vendor, mem, cores) is None
+
+
+def admission_excess(
     requests: PodRequests, vendors: Sequence[Vendor], quota: QuotaView, namespace: str
-) -> bool:
-    """HAMi `fitResourceQuota`: the pod's peak (init max vs app sum) of memory and cores must fit.
+) -> str | None:
+    """HAMi `fitResourceQuota`: the pod's peak (init max vs app sum) of memory and cores must fit; None when
+    it does, else what exceeds (`excess`) for the first vendor that does not fit.
 
     Percentage-based memory counts as 0 here because the card is not known yet (quirk #4).
     """
@@ -129,6 +147,7 @@ def admission_fits(
         mem, cores = max(app_mem, init_mem), max(app_cores, init_cores)
         if mem == 0 and cores == 0:
             continue
-        if not fits(quota, namespace, vendor, mem, cores):
-            return False
-    return True
+        found = excess(quota, namespace, vendor, mem, cores)
+        if found is not None:
+            return found
+    return None

@@ -43,7 +43,8 @@ from sim.kit.command import Command
 from sim.kit.kube import Kube, KubeError, atomic_write_json
 from sim.nodes.vendors import parse_vendors
 from sim.workload.mix import DEMO_LABEL, demo_pods
-from sim.workload.report import LOCKS, histogram_quantile_ms, placement_table, summarize, utilisation_chart
+from sim.workload.report import LOCKS, histogram_quantile_ms, summarize
+from sim.workload.terminal import placement_table, utilisation_chart
 
 PLAIN_POD: dict[str, Any] = {
     "apiVersion": "v1",
@@ -139,9 +140,7 @@ def plain_pod(stack: Stack, kube: Kube, timeout: float = 30.0) -> dict[str, str]
     }
 
 
-def build_report(
-    args: argparse.Namespace, stack: Stack, kube: Kube, run: dict[str, Any], began: float
-) -> dict[str, Any]:
+def build_report(args: argparse.Namespace, stack: Stack, kube: Kube, run: dict[str, Any]) -> dict[str, Any]:
     pods, nodes = demo_state(kube), kube.list("/api/v1/nodes")[1]
     assert stack.control_plane is not None
     metrics = stack.http.request("GET", f"{stack.service_url}/metrics").data.decode(errors="replace")
@@ -179,7 +178,6 @@ def build_report(
             "pods_per_second": round(report["pods_bound"] / elapsed, 2),
             "plain_pod": run["plain_pod"],
             "scheduling_seconds": round(run["settled_at"] - run["submit_started"], 2),
-            "wall_seconds": round(time.time() - began, 2),
             "seed": args.seed,
             "settings": {
                 "nodes": args.nodes,
@@ -228,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         kube = build(ClusterSpec.of(vars(args), default_scheduler=True), stack)
         print(f"ready after {time.time() - began:.1f}s: {args.nodes} nodes, service at {stack.service_url}")
         run_info = run_pods(args, stack, kube)
-        report = build_report(args, stack, kube, run_info, began)
+        report = build_report(args, stack, kube, run_info)
         if report["pods_pending"]:
             failure, code = f"timed out: {report['pods_pending']} pods neither bound nor rejected", 1
     except DemoFailure as exc:
@@ -244,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if report is not None:
+        report["wall_seconds"] = round(time.time() - began, 2)  # start to stop, the clean-up included
         report["child_pids"] = stack.pids
         report["children_left"] = stack.survivors()
         report["exit"] = failure or "completed"

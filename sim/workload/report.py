@@ -11,14 +11,12 @@ are compared with each device's `count`, `devmem` and `devcore` as the vendors r
 (`app.core.inventory`), and the holders of each device are judged by their vendor's sharing rules as well
 (sim.workload.devicerules: AWS Neuron core masks, whole cards, Kunlunxin vXPU templates, Metax sGPU classes
 and QoS). A device a pod names that is not on the pod's node is "misplaced". Bound pods are also counted per
-vendor (`pods_bound_by_vendor`).
-
-Also here: the placement table and the per-GPU utilisation bars printed at the end of the demo.
+vendor (`pods_bound_by_vendor`), with their bind phases (`bind_phases_by_vendor`). What the demo prints
+from the same objects is sim.workload.terminal.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +27,6 @@ from app.core.inventory import NodeUnregistered, decode_node
 from app.core.model import ContainerDevice, ContainerDevices, DeviceInfo
 from app.devices import build_vendors
 from sim.kit import podutil
-from sim.nodes.objects import ZONE_LABEL
 from sim.nodes.twobackends import TWO_BACKEND_SECTIONS
 from sim.workload.devicerules import Holder, conflicts
 from sim.workload.mix import KIND_LABEL
@@ -214,6 +211,12 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
     bind_phases = Counter(
         podutil.annotations_of(p).get(BIND_PHASE, "-") for p in pods if podutil.node_name(p)
     )
+    phases_by_vendor: dict[str, Counter[str]] = {}
+    for pod in pods:
+        if podutil.node_name(pod):
+            for key in vendors_of(pod):
+                phase = podutil.annotations_of(pod).get(BIND_PHASE, "-")
+                phases_by_vendor.setdefault(key, Counter())[phase] += 1
     over = [
         {
             "node": load.node,
@@ -237,6 +240,7 @@ def summarize(pods: list[Obj], nodes: list[Obj]) -> Obj:
         "pods_pending": outcomes["pending"],
         "pods_by_phase": dict(sorted(phases.items())),
         "bind_phases": dict(sorted(bind_phases.items())),
+        "bind_phases_by_vendor": {k: dict(sorted(v.items())) for k, v in sorted(phases_by_vendor.items())},
         "pods_by_kind": {k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
         "pods_bound_by_vendor": dict(sorted(by_vendor.items())),
         "oversubscribed_devices": len(over),
@@ -283,59 +287,3 @@ def histogram_quantile_ms(metrics: str, name: str, q: float, phase: str = "") ->
             return round((lower + (bound - lower) * fraction) * 1000.0, 3)
         lower, below = bound, count
     return round(lower * 1000.0, 3)
-
-
-# --- terminal output ----------------------------------------------------------------------------------------
-
-
-def _bar(fraction: float, width: int = 16) -> str:
-    full, empty = ("█", "░") if (sys.stdout.encoding or "").lower().startswith("utf") else ("#", ".")
-    filled = max(0, min(width, round(fraction * width)))
-    return full * filled + empty * (width - filled)
-
-
-def placement_table(pods: list[Obj], nodes: list[Obj]) -> list[str]:
-    zones = {podutil.name(n): podutil.labels(n).get(ZONE_LABEL, "") for n in nodes}
-    index = {d.id: d.index for devs in inventory(nodes).values() for d in devs}
-    rows = []
-    for pod in sorted(pods, key=lambda p: (podutil.node_name(p) or "~", podutil.key(p))):
-        outcome = outcome_of(pod)
-        if outcome == "bound":
-            use = pod_device_use(pod)
-            devices = " ".join(
-                f"#{index.get(u, '?')}:{mem}M/{cores}%"
-                for u, (_, mem, cores) in sorted(use.items(), key=lambda x: index.get(x[0], 0))
-            )
-            where = f"{podutil.node_name(pod)} {zones.get(podutil.node_name(pod), '')}"
-        else:
-            reason = podutil.unschedulable_reason(pod) or ""
-            devices, where = (reason[:60] + ("…" if len(reason) > 60 else "")), outcome.upper()
-        rows.append(
-            f"{podutil.key(pod):<26} {kind_of(pod):<10} {podutil.phase(pod):<10} {where:<24} {devices}"
-        )
-    header = f"{'POD':<26} {'KIND':<10} {'PHASE':<10} {'NODE / ZONE':<24} DEVICES (#gpu:memory/cores)"
-    return [header, "-" * len(header), *rows]
-
-
-def utilisation_chart(pods: list[Obj], nodes: list[Obj]) -> list[str]:
-    devices = inventory(nodes)
-    loads, _, _ = device_loads(pods, devices)
-    by_node: dict[str, list[DeviceLoad]] = {}
-    for load in loads:
-        by_node.setdefault(load.node, []).append(load)
-    zones = {podutil.name(n): podutil.labels(n).get(ZONE_LABEL, "") for n in nodes}
-    lines = []
-    for node in sorted(by_node):
-        node_loads = sorted(by_node[node], key=lambda x: x.device.index)
-        model = node_loads[0].device.type if node_loads else ""
-        lines.append(f"{node}  {zones.get(node, '')}  {model}")
-        for load in node_loads:
-            d = load.device
-            mem_f = load.mem / d.devmem if d.devmem else 0.0
-            core_f = load.cores / d.devcore if d.devcore else 0.0
-            flag = "  OVER " + ",".join(load.over()) if load.over() else ""
-            lines.append(
-                f"  #{d.index} mem {_bar(mem_f)} {100 * mem_f:5.1f}%  cores {_bar(core_f, 10)} "
-                f"{100 * core_f:5.1f}%  tasks {load.slots:>2}/{d.count}{flag}"
-            )
-    return lines

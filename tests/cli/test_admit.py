@@ -202,7 +202,8 @@ def test_quota_from_cluster_file(tmp_path: Path, running: tuple[int, ...], allow
         assert response["status"] == {
             "code": 403,
             "reason": "Forbidden",
-            "message": "exceeding resource quota",
+            "message": "exceeding resource quota: limits.nvidia.com/gpucores in namespace team: used 60, "
+            "limit 150, requested 100",
         }
         assert "patch" not in response
 

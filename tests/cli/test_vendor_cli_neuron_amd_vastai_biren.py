@@ -192,7 +192,6 @@ def test_vastai_dies_score_their_card(tmp_path: Path) -> None:
         pytest.param(
             {"amd.com/gpu": 1, "amd.com/gpucores": 0}, "integer percentage between 1 and 100", id="V§2.11"
         ),
-        pytest.param({"amd.com/gpumem": 1024}, "requires amd.com/gpu", id="V§3.11 #4"),
     ],
 )
 def test_admit_answers_the_webhook_refusals(tmp_path: Path, limits: dict[str, Any], message: str) -> None:
@@ -205,6 +204,23 @@ def test_admit_answers_the_webhook_refusals(tmp_path: Path, limits: dict[str, An
     )
     answer = json.loads(done.stdout)
     assert answer["allowed"] is False and message in answer["status"]["message"]
+
+
+def test_admit_tells_amd_memory_without_a_count_is_ignored(tmp_path: Path) -> None:
+    """HAMi admits it and runs the pod with no AMD device (V§3.11 #4): admitted, routed, and told."""
+    done = run(
+        "admit",
+        "--pod",
+        write(tmp_path, "pod.json", pod({"amd.com/gpumem": 1024})),
+        "--device-config",
+        write(tmp_path, "dc.yaml", DEVICE_CONFIG),
+    )
+    answer = json.loads(done.stdout)
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "container c0: amd.com/gpumem is ignored without amd.com/gpu: the container gets no AMD device "
+        "(as HAMi does)"
+    ]
 
 
 def test_a_section_without_its_count_name_leaves_the_vendor_off(tmp_path: Path) -> None:

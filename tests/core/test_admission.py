@@ -448,53 +448,63 @@ CORES = "nvidia.com/gpucores"
 MEM = "nvidia.com/gpumem"
 
 
+def _over(resource: str, used: int, limit: int, requested: int) -> str:
+    """HAMi's denial, then the resource, the namespace's usage, the limit and the request."""
+    return (
+        f"exceeding resource quota: limits.{resource} in namespace team: used {used}, limit {limit}, "
+        f"requested {requested}"
+    )
+
+
 @pytest.mark.parametrize(
-    ("limits", "used", "pod", "allowed"),
+    ("limits", "used", "pod", "denial"),
     [
-        pytest.param({CORES: 100}, {CORES: 50}, make_pod(GPU), False, id="exclusive-counts-100-cores"),
-        pytest.param({CORES: 150}, {CORES: 50}, make_pod(GPU), True, id="exactly-at-limit"),
-        pytest.param({CORES: 0}, {}, make_pod(GPU), False, id="zero-limit-blocks"),
+        pytest.param(
+            {CORES: 100},
+            {CORES: 50},
+            make_pod(GPU),
+            _over(CORES, 50, 100, 100),
+            id="exclusive-counts-100-cores",
+        ),
+        pytest.param({CORES: 150}, {CORES: 50}, make_pod(GPU), None, id="exactly-at-limit"),
+        pytest.param({CORES: 0}, {}, make_pod(GPU), _over(CORES, 0, 0, 100), id="zero-limit-blocks"),
         pytest.param(
             {MEM: 8000},
             {MEM: 5000},
             make_pod(ctr(limits={"nvidia.com/gpu": "1", MEM: "4000"})),
-            False,
+            _over(MEM, 5000, 8000, 4000),
             id="memory",
         ),
         pytest.param(
             {MEM: 8000},
             {MEM: 4000},
             make_pod(ctr(limits={"nvidia.com/gpu": "1", MEM: "4000"})),
-            True,
+            None,
             id="memory-fits",
         ),
         pytest.param(
             {MEM: 8000},
             {MEM: 4000},
             make_pod(ctr(limits={"nvidia.com/gpu": "2", MEM: "4000"})),
-            False,
+            _over(MEM, 4000, 8000, 8000),
             id="memory-times-count",
         ),
         pytest.param(
             {MEM: 100},
             {},
             make_pod(ctr(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"})),
-            True,
+            None,
             id="percentage-counts-zero",
         ),
-        pytest.param({CORES: 10}, {}, make_pod(CPU), True, id="cpu-pod"),
-        pytest.param({CORES: 10}, {}, make_pod(GPU, namespace="other"), True, id="other-namespace"),
+        pytest.param({CORES: 10}, {}, make_pod(CPU), None, id="cpu-pod"),
+        pytest.param({CORES: 10}, {}, make_pod(GPU, namespace="other"), None, id="other-namespace"),
     ],
 )
-def test_quota(limits: dict[str, int], used: dict[str, int], pod: dict[str, Any], allowed: bool) -> None:
+def test_quota(limits: dict[str, int], used: dict[str, int], pod: dict[str, Any], denial: str | None) -> None:
     outcome = run(pod, quota=build_view({"team": limits}, {"team": used}))
-    assert outcome.allowed is allowed
-    if not allowed:
-        assert (outcome.code, outcome.reason, outcome.message) == (
-            403,
-            "Forbidden",
-            "exceeding resource quota",
-        )
+    assert outcome.allowed is (denial is None)
+    if denial is not None:
+        assert (outcome.code, outcome.reason, outcome.message) == (403, "Forbidden", denial)
 
 
 def test_quota_namespace_comes_from_the_request_when_the_object_has_none() -> None:
@@ -503,7 +513,11 @@ def test_quota_namespace_comes_from_the_request_when_the_object_has_none() -> No
     request = AdmissionInput(uid="u", operation="CREATE", pod=pod, namespace="team")
     view = build_view({"team": {CORES: 50}}, {})
     outcome = admit(request, AdmissionSettings(), vendors(), view)
-    assert (outcome.allowed, outcome.message) == (False, "exceeding resource quota")
+    assert (outcome.allowed, outcome.message) == (
+        False,
+        "exceeding resource quota: limits.nvidia.com/gpucores in namespace team: used 0, limit 50, "
+        "requested 100",
+    )
     assert admit(dataclasses.replace(request, namespace=""), AdmissionSettings(), vendors(), view).allowed
 
 

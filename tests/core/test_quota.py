@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from app.core.model import ContainerDevice, QuotaEntry, QuotaView
 from app.core.pods import pod_requests
 from app.core.quota import (
-    admission_fits,
+    admission_excess,
     build_view,
     fits,
     limited,
@@ -171,7 +171,7 @@ def test_fits(view: QuotaView, vendor: Nvidia, mem: int, cores: int, expected: b
 
 
 def _admits(the_pod: dict[str, Any], view: QuotaView, vendor: Nvidia = NVIDIA) -> bool:
-    return admission_fits(pod_requests(the_pod, [vendor]), [vendor], view, "ns")
+    return admission_excess(pod_requests(the_pod, [vendor]), [vendor], view, "ns") is None
 
 
 @pytest.mark.parametrize(
@@ -225,6 +225,38 @@ def test_admission_fits_uses_the_memory_factor() -> None:
     the_pod = pod(ctr("a", gpu=1, mem=100))  # 400 MiB after the factor
     assert _admits(the_pod, _view(QuotaEntry(0, 100, True)), FACTOR_4) is True
     assert _admits(the_pod, _view(QuotaEntry(1, 100, True)), FACTOR_4) is False
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "view", "vendor", "expected"),
+    [
+        (
+            pod(ctr("a", gpu=2, mem=3000), ctr("b", gpu=1, mem=4001)),
+            _view(QuotaEntry(0, 10000, True)),
+            NVIDIA,
+            "limits.nvidia.com/gpumem in namespace ns: used 0, limit 10000, requested 10001",
+        ),
+        (
+            pod(ctr("a", gpu=2, cores=100)),
+            _view(cores=QuotaEntry(30, 100, True)),
+            NVIDIA,
+            "limits.nvidia.com/gpucores in namespace ns: used 30, limit 100, requested 200",
+        ),
+        (
+            pod(ctr("a", gpu=1, mem=100)),
+            _view(QuotaEntry(1, 100, True)),
+            FACTOR_4,
+            "limits.nvidia.com/gpumem in namespace ns: used 1, limit 400 (100 x memoryFactor 4), "
+            "requested 400",
+        ),
+        (pod(ctr("a", gpu=1, mem=100)), _view(QuotaEntry(0, 100, True)), NVIDIA, None),
+    ],
+    ids=["memory-over", "cores-over", "memory-factor-scales-the-limit", "fits"],
+)
+def test_admission_excess_names_the_resource_usage_limit_and_request(
+    the_pod: dict[str, Any], view: QuotaView, vendor: Nvidia, expected: str | None
+) -> None:
+    assert admission_excess(pod_requests(the_pod, [vendor]), [vendor], view, "ns") == expected
 
 
 def test_admission_fits_skips_vendors_without_quota_resources() -> None:

@@ -11,7 +11,7 @@ from vendor_builders import dev, fit_ctx, res, view
 from app.core.codec import CodecError
 from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, PodRequests
-from app.core.quota import admission_fits, build_view, tracked_resources
+from app.core.quota import admission_excess, build_view, tracked_resources
 from app.core.vendor import SHARED_LOCK, AdmissionError, AnnotationContext, InvalidRequest
 from app.devices.amd import Amd, AmdConfig, parse_amd_config
 
@@ -270,12 +270,6 @@ def test_webhook(limits: dict[str, Any], expected: bool) -> None:
         pytest.param(
             {"amd.com/gpu": 1, "amd.com/gpucores": "50.5"}, "integer percentage", id="V§2.11 non-integer"
         ),
-        pytest.param(
-            {"amd.com/gpumem": 1024},
-            "amd.com/gpumem requires amd.com/gpu",
-            id="V§3.11 #4 memory alone refused",
-        ),
-        pytest.param({"amd.com/gpucores": 50}, "amd.com/gpucores requires amd.com/gpu", id="cores alone"),
     ],
 )
 def test_webhook_refusals(limits: dict[str, Any], message: str) -> None:
@@ -283,9 +277,24 @@ def test_webhook_refusals(limits: dict[str, Any], message: str) -> None:
         AMD.mutate_container(res(limits=limits), {})
 
 
+@pytest.mark.parametrize(
+    "limits",
+    [
+        pytest.param({"amd.com/gpumem": 1024}, id="V§3.11 #4 memory alone"),
+        pytest.param({"amd.com/gpucores": 50}, id="cores alone"),
+    ],
+)
+def test_memory_or_cores_without_the_count_route_the_pod_with_no_request(limits: dict[str, Any]) -> None:
+    """HAMi's V§3.11 #4, kept: found (the pod goes to the GPU scheduler), no request, nothing mutated; the
+    webhook's warning says so (tests/core/test_notes.py)."""
+    container = res(limits=limits)
+    assert AMD.mutate_container(container, {}) is True and container == res(limits=limits)
+    assert AMD.container_request(container) is None
+
+
 def test_admission_quota_sums_memory_and_percentages() -> None:
     """V§1.6: admission sums Memreq x Nums (MiB) and Coresreq x Nums (percent)."""
     view_ = build_view({"ns": {"amd.com/gpumem": 32768, "amd.com/gpucores": 100}}, {})
-    assert admission_fits(PodRequests(({"AMD": req(2, 16384, 50)},), 0), (AMD,), view_, "ns")
-    assert not admission_fits(PodRequests(({"AMD": req(2, 16385, 50)},), 0), (AMD,), view_, "ns")
-    assert not admission_fits(PodRequests(({"AMD": req(3, 100, 40)},), 0), (AMD,), view_, "ns")
+    assert admission_excess(PodRequests(({"AMD": req(2, 16384, 50)},), 0), (AMD,), view_, "ns") is None
+    assert admission_excess(PodRequests(({"AMD": req(2, 16385, 50)},), 0), (AMD,), view_, "ns") is not None
+    assert admission_excess(PodRequests(({"AMD": req(3, 100, 40)},), 0), (AMD,), view_, "ns") is not None

@@ -306,7 +306,7 @@ def test_webhook_memory(
             A910A,
             {"huawei.com/Ascend910A": 1, "huawei.com/Ascend910A-memory": 40000},
             {},
-            "huawei.com/Ascend910A-memory 40000 is invalid",
+            "huawei.com/Ascend910A-memory 40000 is invalid: must be at most 32768 MiB",
         ),
         (A910C, {"huawei.com/Ascend910C": 3}, {}, "Ascend910C device request must be 1 or 2*n, got 3"),
         (

@@ -11,7 +11,7 @@ from vendor_builders import dev, fit_ctx, res, view
 from app.core.codec import CodecError
 from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, PodRequests
-from app.core.quota import admission_fits, build_view, pod_quota_use, tracked_resources
+from app.core.quota import admission_excess, build_view, pod_quota_use, tracked_resources
 from app.core.vendor import AdmissionError, AnnotationContext, InvalidRequest
 from app.devices.awsneuron import AwsNeuron, AwsNeuronConfig, parse_awsneuron_config
 from app.devices.awsneuron.fit import claim, popcount
@@ -406,9 +406,9 @@ def test_no_annotations_without_devices() -> None:
 def test_admission_quota_counts_neuroncores() -> None:
     """V§1.6: neuroncore quota at admission: cores x nums; a device request counts 2 cores per device."""
     view_ = build_view({"ns": {"aws.amazon.com/neuroncore": 4}}, {})
-    assert admission_fits(PodRequests(({"AWSNeuron": cores(2, 2)},), 0), (AWS,), view_, "ns")
-    assert admission_fits(PodRequests(({"AWSNeuron": devices(2)},), 0), (AWS,), view_, "ns")
-    assert not admission_fits(PodRequests(({"AWSNeuron": devices(3)},), 0), (AWS,), view_, "ns")
+    assert admission_excess(PodRequests(({"AWSNeuron": cores(2, 2)},), 0), (AWS,), view_, "ns") is None
+    assert admission_excess(PodRequests(({"AWSNeuron": devices(2)},), 0), (AWS,), view_, "ns") is None
+    assert admission_excess(PodRequests(({"AWSNeuron": devices(3)},), 0), (AWS,), view_, "ns") is not None
 
 
 def test_recorded_quota_counts_cores_not_masks() -> None:

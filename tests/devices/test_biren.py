@@ -11,7 +11,7 @@ from vendor_builders import dev, fit_ctx, res, view
 from app.core.codec import CodecError
 from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, PodRequests
-from app.core.quota import admission_fits, build_view, tracked_resources
+from app.core.quota import admission_excess, build_view, tracked_resources
 from app.core.vendor import SHARED_LOCK, AnnotationContext, InvalidRequest
 from app.devices.biren import Biren, BirenConfig, parse_biren_config
 
@@ -184,4 +184,4 @@ def test_webhook_does_not_mutate(container: dict[str, Any], expected: bool) -> N
 def test_no_quota_at_admission() -> None:
     """V§1.6: Vastai and Biren are not tracked; a namespace limit on other names does not stop them."""
     view_ = build_view({"ns": {"nvidia.com/gpumem": 0}}, {})
-    assert admission_fits(PodRequests(({"Biren": req(8)},), 0), (BIREN,), view_, "ns")
+    assert admission_excess(PodRequests(({"Biren": req(8)},), 0), (BIREN,), view_, "ns") is None

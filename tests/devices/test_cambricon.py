@@ -11,7 +11,7 @@ from vendor_builders import dev, fit_ctx, res, view
 from app.core.codec import CodecError
 from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, PodRequests
-from app.core.quota import admission_fits, build_view, fits
+from app.core.quota import admission_excess, build_view, fits
 from app.core.vendor import AnnotationContext, InvalidRequest, LockSpec
 from app.devices.cambricon import Cambricon, CambriconConfig, parse_cambricon_config
 
@@ -155,7 +155,7 @@ def test_quota_scales_the_memory_limit_by_256() -> None:
     view_ = build_view({"ns": {VMEM: 10, VCORE: 50}}, {})
     assert fits(view_, "ns", MLU, 2560, 50) and not fits(view_, "ns", MLU, 2561, 0)
     requests = PodRequests(({"MLU": DeviceRequest(1, "MLU", 256 * 11, 0, 1)},), 0)
-    assert not admission_fits(requests, (MLU,), view_, "ns")
+    assert admission_excess(requests, (MLU,), view_, "ns") is not None
 
 
 # --- annotations and webhook (§2.3) -----------------------------------------------------------------------

@@ -417,8 +417,8 @@ def test_drs_webhook(container: dict[str, Any], resources: dict[str, Any]) -> No
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
-        ({NAME_DRS: 0}, "enflame.com/drs-gcu must be greater than 0"),
-        ({MEM: "-1"}, "enflame.com/gcu-memory must be greater than 0"),
+        ({NAME_DRS: 0}, "enflame.com/drs-gcu must be greater than 0 (a whole number of slices)"),
+        ({MEM: "-1"}, "enflame.com/gcu-memory must be greater than 0 (at most 2147483647)"),
         ({MEM: 8, CORE: 0}, "enflame.com/gcu-core must be in range (0,100]"),
         ({CORE: 101}, "enflame.com/gcu-core must be in range (0,100]"),
     ],

@@ -11,7 +11,7 @@ from vendor_builders import dev, fit_ctx, res, view
 from app.core.codec import CodecError
 from app.core.health import Reported
 from app.core.model import ContainerDevice, DeviceInfo, DeviceRequest, PodRequests
-from app.core.quota import admission_fits, build_view, fits
+from app.core.quota import admission_excess, build_view, fits
 from app.core.vendor import SHARED_LOCK, AnnotationContext, InvalidRequest
 from app.devices.hygon import Hygon, HygonConfig
 from app.devices.hygon.device import ALLOCATED, HANDSHAKE, REGISTER, TO_ALLOCATE
@@ -295,4 +295,4 @@ def test_quota_uses_dcumem_and_dcucores_with_the_factor() -> None:
     assert fits(view_, "ns", vendor, 2000, 100)  # limit 1000 x factor 2
     assert not fits(view_, "ns", vendor, 2001, 0)
     requests = PodRequests(({"DCU": DeviceRequest(2, "DCU", 600, 0, 60)},), 0)
-    assert not admission_fits(requests, (vendor,), view_, "ns")  # 120 cores > 100
+    assert admission_excess(requests, (vendor,), view_, "ns") is not None  # 120 cores > 100

@@ -139,7 +139,7 @@ def test_webhook(limits: dict[str, Any], expected: dict[str, Any], annotation: s
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
-        ({VGPU: 0}, "mthreads.com/vgpu must be greater than 0"),
+        ({VGPU: 0}, "mthreads.com/vgpu must be greater than 0 (a whole number of GPUs)"),
         (
             {VGPU: 1, MEM: 3},
             "sGPU memory request value is invalid, valid values are [2, 4, 8, 16, 32, 64, 96]",

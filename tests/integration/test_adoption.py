@@ -131,7 +131,10 @@ def test_the_webhook_quota_counts_the_adopted_pod(service: Any) -> None:
     }
     response = service.post_json("/webhook", review).json()["response"]
     assert response["allowed"] is False  # 32768 held by the adopted pod + 10000 > 40000
-    assert response["status"]["message"] == "exceeding resource quota"
+    assert response["status"]["message"] == (
+        "exceeding resource quota: limits.nvidia.com/gpumem in namespace team: used 32768, limit 40000, "
+        "requested 10000"
+    )
     pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "7000"
     review["request"]["uid"] = "quota-probe-fits"
     assert service.post_json("/webhook", review).json()["response"]["allowed"] is True

@@ -165,7 +165,8 @@ def test_non_gpu_pod_is_allowed_untouched(service: Any) -> None:
         (
             "over-quota",
             api_pod("big", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, QUOTA_NS),
-            "exceeding resource quota",
+            "exceeding resource quota: limits.nvidia.com/gpumem in namespace team: used 0, limit 3000, "
+            "requested 4000",
         ),
     ],
 )
@@ -189,7 +190,11 @@ def test_quota_counts_the_ledger_usage(service: Any, cluster: Any) -> None:
     placed = service.filter(created, [QUOTA_NODE])
     assert placed["NodeNames"] == [QUOTA_NODE], placed
     response = _admit(service, review(second, "uid-quota-b1"))
-    assert response["allowed"] is False and response["status"]["message"] == "exceeding resource quota"
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        "exceeding resource quota: limits.nvidia.com/gpumem in namespace team: used 2000, limit 3000, "
+        "requested 2000"
+    )
 
 
 @pytest.mark.parametrize(

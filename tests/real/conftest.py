@@ -3,6 +3,7 @@ by `make kube`; `make test` builds them first).
 
 - `real_binaries` (session): the built binaries; a test fails (never skips) with "run `make kube`" when they
   are missing, so CI cannot pass without running them.
+- `small_cluster` (module): the same with 2 nodes x 2 GPUs, one zone, no MIG, chart defaults.
 - `real_cluster` (module): a whole stack on the real control plane (`sim.cluster.harness.running_cluster`): 4
   nodes x 8 GPUs, the first A100 node in MIG mode, one replica of our worker + Gunicorn configured from the
   chart (`worker.publishCapacity` on), the chart's webhook and the real kube-scheduler. Yields the
@@ -42,4 +43,15 @@ def real_cluster(
         control_plane="real", nodes=4, gpus_per_node=8, mig_nodes=1, zones=2, chart_values=values
     )
     with running_cluster(tmp_path_factory.mktemp("real-cluster"), options) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def small_cluster(
+    real_binaries: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """Two nodes of two GPUs in one zone, the chart's defaults: the API server, our webhook and extender
+    and kube-scheduler, for suites that need few devices (test_real_bad_input.py, test_real_events.py)."""
+    options = ClusterSpec(control_plane="real", nodes=2, gpus_per_node=2, zones=1)
+    with running_cluster(tmp_path_factory.mktemp("small-cluster"), options) as stack:
         yield stack

@@ -33,7 +33,6 @@ from app.core.vendor import (
     Discovery,
     FitContext,
     FitOutcome,
-    InvalidRequest,
     NodeView,
     Reads,
 )
@@ -128,10 +127,18 @@ class Amd(NamedResources, Registered):
         if nums is None:
             return None
         memory = requests.integer(container, c.resource_memory_name, INT32_MAX, "MiB", limits_only=True)
-        cores = requests.integer(container, c.resource_core_name, 100, "percent", limits_only=True)
-        if cores == 0:
-            raise InvalidRequest(f"invalid {c.resource_core_name} value 0: must be between 1 and 100")
+        cores = requests.integer(container, c.resource_core_name, 100, "percent", limits_only=True, low=1)
         return DeviceRequest(nums, VENDOR, memory or 0, 0, 100 if cores is None else cores)
+
+    def memory_text(self, amount: int) -> str:
+        return f"{amount} MiB"
+
+    def cores_text(self, amount: int) -> str:
+        """`app.core.units.Units`: an allocation records compute units (a request asks percent)."""
+        return f"{amount} CUs"
+
+    def request_cores_text(self, amount: int) -> str:
+        return f"{amount}%"
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """§2.11 Fit: the common checks, then memory (the whole card when none is asked), then CUs."""
@@ -160,7 +167,8 @@ class Amd(NamedResources, Registered):
 
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """§2.11 MutateAdmission: no mutation; with the count, a core limit must be a percentage 1..100.
-        Memory or cores without the count are refused (HAMi admits them with no request, §3.11 #4)."""
+        Memory or cores without the count route the pod to us with no request, as in HAMi (§3.11 #4); the
+        webhook says they are ignored (app.core.notes)."""
         c = self.config
         count = requests.lookup(container, c.resource_count_name, limits_only=True)
         if count is not None:
@@ -170,12 +178,8 @@ class Amd(NamedResources, Registered):
                     f"{c.resource_core_name} must be an integer percentage between 1 and 100"
                 )
             return True
-        for name in (c.resource_memory_name, c.resource_core_name):
-            if requests.lookup(container, name, limits_only=True) is not None:
-                raise AdmissionError(
-                    f"{name} requires {c.resource_count_name} in the same container's limits"
-                )
-        return False
+        named = (c.resource_memory_name, c.resource_core_name)
+        return any(requests.lookup(container, name, limits_only=True) is not None for name in named if name)
 
 
 def quantity_percent(value: Any) -> int | None:

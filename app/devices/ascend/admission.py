@@ -95,10 +95,13 @@ def mutate_container(chip: Chip, container: dict[str, Any], pod: dict[str, Any])
         if raw is not None:
             value = quantity.ceil_value(raw)
             if value is None:
-                raise AdmissionError(f"{chip.resource_memory_name} {raw} is invalid")
+                raise AdmissionError(f"{chip.resource_memory_name} {raw} is invalid: must be a number of MiB")
             memory = value if soft else trim_memory(chip, value)[0]
             if memory <= 0 and not soft:
-                raise AdmissionError(f"{chip.resource_memory_name} {value} is invalid")
+                raise AdmissionError(
+                    f"{chip.resource_memory_name} {value} is invalid: "
+                    f"must be at most {chip.memory_capacity} MiB"
+                )
         if count > 1 and not soft and memory != chip.memory_allocatable:
             raise AdmissionError("vNPU not supported for multiple devices")
         limits[chip.resource_memory_name] = str(memory)

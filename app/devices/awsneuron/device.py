@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.core import codec, health, pods, quantity
+from app.core import codec, health, pods, quantity, units
 from app.core.health import Health, Reported
 from app.core.model import (
     ContainerDevice,
@@ -96,12 +96,13 @@ def parse_awsneuron_config(value: Any) -> AwsNeuronConfig:
 def validated(raw: Any, name: str, high: int) -> int:
     """HAMi `validateResourceRequest`: an integer in 1..high, with HAMi's messages."""
     number = quantity.as_int64(raw)
+    within = f" (a whole number between 1 and {high})"  # after HAMi's words, which name one bound at most
     if number is None:
-        raise InvalidRequest(f"{name} must be an integer")
+        raise InvalidRequest(f"{name} must be an integer{within}")
     if number <= 0:
-        raise InvalidRequest(f"{name} must be greater than 0")
+        raise InvalidRequest(f"{name} must be greater than 0{within}")
     if number > high:
-        raise InvalidRequest(f"{name} must not exceed {high}")
+        raise InvalidRequest(f"{name} must not exceed {high}{within}")
     return number
 
 
@@ -222,6 +223,16 @@ class AwsNeuron(VendorDefaults):
         cores = validated(raw, c.resource_core_name, 2 * INT32_MAX)
         nums, per_device = split_cores(cores, c.resource_core_name)
         return DeviceRequest(nums, VENDOR, 0, 0, per_device)
+
+    def memory_text(self, amount: int) -> str:
+        return f"{amount} MiB"
+
+    def cores_text(self, amount: int) -> str:
+        """`app.core.units.Units`: an allocation records the mask of the NeuronCores it takes."""
+        return units.mask_text(amount, "NeuronCore")
+
+    def request_cores_text(self, amount: int) -> str:
+        return f"{amount} NeuronCores"
 
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         if request.nums > 1:

@@ -53,16 +53,17 @@ def integer(
     *,
     limits_only: bool = False,
     rounded: bool = False,
+    low: int = 0,
 ) -> int | None:
-    """A whole number in 0..high (None when absent); raises InvalidRequest otherwise.
+    """A whole number in low..high (None when absent); raises InvalidRequest, naming that range, otherwise.
 
     `rounded`: HAMi reads the value with `Quantity.Value()` (rounded up) instead of `AsInt64`."""
     raw = lookup(container, name, limits_only=limits_only)
     if raw is None:
         return None
     number = quantity.ceil_value(raw) if rounded else quantity.as_int64(raw)
-    if number is None or not 0 <= number <= high:
+    if number is None or not low <= number <= high:
         raise InvalidRequest(
-            f"invalid {name} value {show(raw)}: must be a whole number of {unit} between 0 and {high}"
+            f"invalid {name} value {show(raw)}: must be a whole number of {unit} between {low} and {high}"
         )
     return number

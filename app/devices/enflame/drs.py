@@ -270,6 +270,22 @@ class EnflameDrs(VendorDefaults):
         result[REQUEST_SIZE] = first.get("slices", "")
         return result
 
+    def request_notes(self, container: Mapping[str, Any], request: DeviceRequest | None) -> tuple[str, ...]:
+        """`app.core.notes.RequestNotes`: next to a slice count (direct mode) memory and cores are ignored."""
+        c = self.config
+        if requests.lookup(container, c.resource_name_drs) is None:
+            return ()
+        named = [
+            n
+            for n in (c.resource_name_memory, c.resource_name_core)
+            if requests.lookup(container, n) is not None
+        ]
+        if not named:
+            return ()
+        verb = "is" if len(named) == 1 else "are"
+        slices = c.resource_name_drs
+        return (f"{' and '.join(named)} {verb} ignored next to {slices} (a slice count), as HAMi does",)
+
     def mutate_container(self, container: dict[str, Any], pod: dict[str, Any]) -> bool:
         """§2.9 MutateAdmission: a slice count must be positive; memory positive and cores in (0,100];
         each value given on one side (limits or requests) is copied to the other."""
@@ -277,14 +293,16 @@ class EnflameDrs(VendorDefaults):
         count = requests.lookup(container, c.resource_name_drs)
         if count is not None:
             if (quantity.ceil_value(count) or 0) <= 0:
-                raise AdmissionError(f"{c.resource_name_drs} must be greater than 0")
+                raise AdmissionError(
+                    f"{c.resource_name_drs} must be greater than 0 (a whole number of slices)"
+                )
             _mirror(container, c.resource_name_drs)
             return True
         memory, cores = _value(container, c.resource_name_memory), _value(container, c.resource_name_core)
         if memory is None and cores is None:
             return False
         if memory is not None and (quantity.ceil_value(memory) or 0) <= 0:
-            raise AdmissionError(f"{c.resource_name_memory} must be greater than 0")
+            raise AdmissionError(f"{c.resource_name_memory} must be greater than 0 (at most {INT32_MAX})")
         if cores is not None and not 0 < (quantity.ceil_value(cores) or 0) <= 100:
             raise AdmissionError(f"{c.resource_name_core} must be in range (0,100]")
         for name, value in ((c.resource_name_memory, memory), (c.resource_name_core, cores)):

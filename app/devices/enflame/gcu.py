@@ -87,6 +87,16 @@ class EnflameGcu(WholeCards):
         """§2.9: whole cards, `{n, GCU, 100, 100%, 100}`."""
         return self.whole(container, memreq=TOKEN, coresreq=TOKEN)
 
+    def memory_text(self, amount: int) -> str:
+        """`app.core.units.Units`: memory and cores are 100 tokens per card (whole cards only)."""
+        return f"{amount}/{TOKEN} memory"
+
+    def cores_text(self, amount: int) -> str:
+        return f"{amount}/{TOKEN} cores"
+
+    def request_cores_text(self, amount: int) -> str:
+        return self.cores_text(amount)
+
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         """§2.9 GCU Fit: from the end, health, type, then idle cards only."""
         counts: Counter[str] = Counter()

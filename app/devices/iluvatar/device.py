@@ -79,7 +79,8 @@ class Iluvatar(TemplatePlacement, NamedResources, Registered):
             number = quantity.as_int64(raw)
             if number is None or not INT32_MIN <= number <= INT32_MAX:
                 raise InvalidRequest(
-                    f"invalid {c.resource_core_name} value {requests.show(raw)}: must be a whole number"
+                    f"invalid {c.resource_core_name} value {requests.show(raw)}: must be a whole number "
+                    f"between {INT32_MIN} and {INT32_MAX}"
                 )
             cores = number
         return DeviceRequest(nums, self.key, memory, 100 if memory == 0 else 0, cores)

@@ -147,6 +147,16 @@ class Mthreads(TemplatePlacement, CapacityDevices):
         memory = (units or 0) * MEMORY_FACTOR
         return DeviceRequest(nums, VENDOR, memory // nums, 100 if memory == 0 else 0, cores // nums)
 
+    def memory_text(self, amount: int) -> str:
+        return f"{amount} MiB"
+
+    def cores_text(self, amount: int) -> str:
+        """`app.core.units.Units`: cores are counted in the GPU's own units, 16 per GPU."""
+        return f"{amount}/{CORES_PER_GPU} cores"
+
+    def request_cores_text(self, amount: int) -> str:
+        return self.cores_text(amount)
+
     def fit(self, devices: Sequence[DeviceUsage], request: DeviceRequest, ctx: FitContext) -> FitOutcome:
         return template.fit(devices, request, ctx, RULES)
 
@@ -173,7 +183,7 @@ class Mthreads(TemplatePlacement, CapacityDevices):
             return False
         count = quantity.ceil_value(raw)
         if count is None or count <= 0:
-            raise AdmissionError(f"{c.resource_count_name} must be greater than 0")
+            raise AdmissionError(f"{c.resource_count_name} must be greater than 0 (a whole number of GPUs)")
         limits = _limits(container)
         if count > 1:
             limits[c.resource_core_name] = str(count * CORES_PER_GPU)

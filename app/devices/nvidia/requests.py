@@ -78,7 +78,8 @@ def container_request(config: NvidiaConfig, container: Mapping[str, Any]) -> Dev
         if parsed is None or not 0 <= parsed <= INT32_MAX:
             raise InvalidRequest(
                 f"invalid {config.resource_core_name} value {_show(raw_cores)}: "
-                "must be a whole percentage of one GPU (0-100)"
+                f"must be a whole number between 0 and {INT32_MAX} "
+                "(percent of one GPU; above 100 counts as 100)"
             )
         cores = parsed
 

@@ -92,14 +92,6 @@ def test_oversubscription_misplaced_devices_and_locks_are_found() -> None:
     assert lost["misplaced_devices"] == [f"default/e on n3 names {B}"]
 
 
-def test_terminal_output_renders_every_pod_and_gpu() -> None:
-    pods = [gpu_pod("a", f"{A},NVIDIA,600,50:;")]
-    table = report.placement_table(pods, [gpu_node()])
-    assert "default/a" in table[2] and "#0:600M/50%" in table[2]
-    chart = report.utilisation_chart(pods, [gpu_node()])
-    assert len(chart) == 3 and "60.0%" in chart[1] and "tasks  1/10" in chart[1]
-
-
 def test_demo_mix_is_seeded_with_exact_proportions() -> None:
     pods = demo_pods(150, seed=7)
     assert pods == demo_pods(150, seed=7) and pods != demo_pods(150, seed=8)
