@@ -176,6 +176,13 @@ class GangWatch:
             self.store.drop_members(gone)
         if current:
             self.store.put_members(current.values())
+            progressed = {
+                (m.namespace, m.podgroup)
+                for uid, m in current.items()
+                if m.bound and not (uid in self._members and self._members[uid].bound)
+            }
+            if progressed:  # a member bound: the gang's attempts start afresh (app/core/gang.py)
+                self.store.forget_attempts(progressed)
         for uid in gone:
             self._members.pop(uid, None)
         self._members.update(current)

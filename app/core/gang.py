@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.core import pods
-
 GANG, BASIC = "gang", "basic"
 SINGLE, ALL = "single", "all"
 ZONE_KEY, REGION_KEY = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
@@ -121,5 +119,40 @@ def topology_reason(group: PodGroupFacts) -> str:
     )
 
 
-def member_name(pod: Mapping[str, Any]) -> str:
-    return f"{pods.namespace(pod)}/{pods.name(pod)}"
+# After kube-scheduler abandoned a gang whose devices our filter found (a member does not fit its CPU,
+# say), no devices are held for the gang for this long, doubling with each abandoned attempt in a row.
+RETRY_FIRST, RETRY_MAX = 30.0, 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Attempts:
+    """A gang's recent attempts as /filter saw them (docs/gangs.md, "Abandoned attempts")."""
+
+    started: float = 0.0  # when /filter placed the quorum of the attempt still open (0: none open)
+    abandoned: int = 0  # attempts in a row that kube-scheduler did not bind
+    resume: float = 0.0  # no devices are held for the gang before this (unix seconds)
+
+
+def next_attempt(attempts: Attempts, now: float, ttl: float) -> tuple[Attempts, bool]:
+    """Whether /filter may place the quorum of a gang (not bound) now, and the attempts after it asked.
+
+    An attempt stays open for `ttl` (the gang TTL: kube-scheduler binds a quorum it keeps within seconds,
+    and its retries of one failure within that window belong to the same attempt). Asked after that
+    without the quorum bound, the open attempt was abandoned: the gang waits RETRY_FIRST, doubled with
+    each abandonment in a row up to RETRY_MAX, before devices are held for it again."""
+    if now < attempts.resume:
+        return attempts, False
+    if attempts.started and now - attempts.started > ttl:
+        abandoned = attempts.abandoned + 1
+        wait = min(RETRY_MAX, RETRY_FIRST * 2 ** (abandoned - 1))
+        return Attempts(0.0, abandoned, now + wait), False
+    return Attempts(attempts.started or now, attempts.abandoned, attempts.resume), True
+
+
+def abandoned_reason(group: PodGroupFacts, attempts: Attempts, now: float) -> str:
+    """Why no devices are held for the gang now."""
+    times = "once" if attempts.abandoned == 1 else f"{attempts.abandoned} times in a row"
+    return (
+        f"gang {group.key}: kube-scheduler did not bind the quorum placed for it ({times}: its own filters "
+        f"refuse a member); no devices are held for it for {max(0.0, attempts.resume - now):.0f}s more"
+    )

@@ -34,7 +34,15 @@ from app.context import Context
 from app.core import pods, quota
 from app.core.decision import pod_context
 from app.core.fit import PodContext
-from app.core.gang import KNOWN_TOPOLOGY, REGION_KEY, group_of, shortfall_reason, topology_reason
+from app.core.gang import (
+    KNOWN_TOPOLOGY,
+    REGION_KEY,
+    abandoned_reason,
+    group_of,
+    next_attempt,
+    shortfall_reason,
+    topology_reason,
+)
 from app.core.gangplan import Member, plan, shape_of
 from app.core.model import NodeUse
 from app.core.pods import PodError
@@ -85,6 +93,13 @@ def gate(
     needed = group.min_count - len(bound) - len(reserved) - free
     if needed <= 0:
         return None  # the quorum is bound or placed without this member: an extra member, a single pod
+    now = context.clock()
+    before = store.attempts(group)
+    attempts, allowed = next_attempt(before, now, context.settings.gang_ttl)
+    if not allowed:  # kube-scheduler abandoned its last attempts: hold nothing for a while
+        if attempts != before:
+            store.set_attempts(group, attempts)
+        return _refuse(context, pod, probe, candidates, abandoned_reason(group, attempts, now), outcome)
     domains = _domains(group.topology, candidates, snapshot, [m.node for m in bound])
     if domains is None:
         return _refuse(context, pod, probe, candidates, topology_reason(group), outcome)
@@ -98,6 +113,8 @@ def gate(
     nodes = {n: record.devices for n, record in snapshot.nodes.items()}
     result = plan(to_place, needed, domains, nodes, usage, context.settings.vendors, asker=uid, unfit=unfit)
     if result.found:
+        if attempts != before:  # the attempt opens with its first placed quorum
+            store.set_attempts(group, attempts)
         outcome.gang = "planned"
         others = (*(m.uid for m in reserved), *(m.uid for m in to_place if m.uid != uid))
         outcome.quorum = Quorum(probe.namespace, name, group.min_count, (uid, *others), free + len(bound))

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from app.core.gang import PodGroupFacts
+from app.core.gang import Attempts, PodGroupFacts
 from app.state.ledger import Ledger
 
 WORKLOAD_API = "workload_api"  # status row: the API server serves scheduling.k8s.io/v1beta1 podgroups
@@ -115,8 +115,8 @@ class PodGroups:
 
     def clear(self) -> None:
         with self.ledger.transaction() as db:
-            db.execute("DELETE FROM podgroups")
-            db.execute("DELETE FROM podgroup_members")
+            for table in ("podgroups", "podgroup_members", "gang_attempts", "gang_refusals"):
+                db.execute(f"DELETE FROM {table}")
 
     def set_served(self, served: bool) -> None:
         self.ledger.set_status({WORKLOAD_API: served})
@@ -132,8 +132,12 @@ class PodGroups:
             )
 
     def drop_groups(self, keys: Iterable[tuple[str, str]]) -> None:
+        """PodGroups deleted: their rows, their attempts and their last refusal go."""
+        found = list(keys)
         with self.ledger.transaction() as db:
-            db.executemany("DELETE FROM podgroups WHERE namespace = ? AND name = ?", list(keys))
+            db.executemany("DELETE FROM podgroups WHERE namespace = ? AND name = ?", found)
+            db.executemany("DELETE FROM gang_attempts WHERE namespace = ? AND podgroup = ?", found)
+            db.executemany("DELETE FROM gang_refusals WHERE namespace = ? AND podgroup = ?", found)
 
     def put_members(self, members: Iterable[MemberFacts]) -> None:
         with self.ledger.transaction() as db:
@@ -190,6 +194,31 @@ class PodGroups:
                 (quorum.namespace, quorum.podgroup),
             )
         return [bytes(row[0]) for row in found]
+
+    def attempts(self, group: PodGroupFacts) -> Attempts:
+        """The gang's attempts (app/core/gang.py), for this incarnation of the PodGroup (its UID)."""
+        with self.ledger.transaction(write=False) as db:
+            row = db.execute(
+                "SELECT started, abandoned, resume FROM gang_attempts WHERE namespace = ? AND podgroup = ?"
+                " AND uid = ?",
+                (group.namespace, group.name, group.uid),
+            ).fetchone()
+        return Attempts(float(row[0]), int(row[1]), float(row[2])) if row else Attempts()
+
+    def set_attempts(self, group: PodGroupFacts, attempts: Attempts) -> None:
+        """Store the gang's attempts."""
+        with self.ledger.transaction() as db:
+            key = (group.namespace, group.name)
+            db.execute(
+                "INSERT OR REPLACE INTO gang_attempts (namespace, podgroup, uid, started, abandoned, resume)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, group.uid, attempts.started, attempts.abandoned, attempts.resume),
+            )
+
+    def forget_attempts(self, keys: Iterable[tuple[str, str]]) -> None:
+        """The gangs (namespace, name) made progress (a member bound): their attempts start afresh."""
+        with self.ledger.transaction() as db:
+            db.executemany("DELETE FROM gang_attempts WHERE namespace = ? AND podgroup = ?", list(keys))
 
     def refused(self, namespace: str, podgroup: str, reason: str, at: float) -> None:
         """Remember why the gang's quorum was last refused (for inspect)."""

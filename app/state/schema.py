@@ -49,6 +49,15 @@ CREATE TABLE IF NOT EXISTS podgroup_members (
     pod BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS podgroup_members_group ON podgroup_members (namespace, podgroup);
+CREATE TABLE IF NOT EXISTS gang_attempts (
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    started REAL NOT NULL,
+    abandoned INTEGER NOT NULL,
+    resume REAL NOT NULL,
+    PRIMARY KEY (namespace, podgroup)
+);
 CREATE TABLE IF NOT EXISTS gang_refusals (
     namespace TEXT NOT NULL,
     podgroup TEXT NOT NULL,

@@ -14,7 +14,7 @@ from core_builders import VENDORS, ctr, gpu, node, pod
 
 from app.context import Context
 from app.core.decision import Policies, pod_context
-from app.core.gang import PodGroupFacts
+from app.core.gang import RETRY_FIRST, PodGroupFacts
 from app.core.model import DeviceUse
 from app.filter import gang
 from app.filter import usecase as filtering
@@ -31,6 +31,12 @@ from config.settings import Settings
 NODES = (node("n1", *(gpu(f"n1-{i}", i) for i in range(4))), node("n2", gpu("n2-0", 0), gpu("n2-1", 1)))
 NAMES = ["n1", "n2"]
 NOW = 1_000_000.0
+CLOCK = [NOW]  # the context's clock: tests move it
+
+
+@pytest.fixture(autouse=True)
+def _clock() -> None:
+    CLOCK[0] = NOW
 
 
 class Events:
@@ -53,7 +59,7 @@ def context(tmp_path: Path) -> Context:
         InventoryCache(tmp_path),
         UsageView(),
         cast(Any, Events()),
-        clock=lambda: NOW,
+        clock=lambda: CLOCK[0],
     )
 
 
@@ -261,3 +267,22 @@ def test_a_planned_member_carries_its_quorum(context: Context) -> None:
     assert answer is None and outcome.quorum is not None
     assert outcome.quorum.members[0] == "uid-m3" and len(outcome.quorum.members) == 5
     assert (outcome.quorum.min_count, outcome.quorum.free) == (5, 1)
+
+
+def test_a_gang_kube_scheduler_abandons_holds_nothing_for_a_while(context: Context) -> None:
+    """Placed at NOW, not bound a gang TTL later: the next member waits RETRY_FIRST (nothing placed), then
+    the gang is placed again; a member bound (the worker forgets the attempts) starts afresh."""
+    members = gang_of(context, 3, 3)
+    assert gate(context, members[0])[1].gang == "planned"
+    CLOCK[0] = NOW + 16  # the gang TTL (15 s) passed, nothing bound: kube-scheduler abandoned it
+    answer, outcome = gate(context, members[0])
+    assert answer is outcome and outcome.gang == "refused" and outcome.failed is not None
+    reason = next(iter(outcome.failed.values()))
+    assert "kube-scheduler did not bind the quorum placed for it (once" in reason and "for 30s more" in reason
+    CLOCK[0] = NOW + 30
+    assert gate(context, members[1])[1].gang == "refused"
+    CLOCK[0] = NOW + 16 + RETRY_FIRST
+    assert gate(context, members[1])[1].gang == "planned"
+    PodGroups(context.ledger).forget_attempts([("default", "train")])
+    CLOCK[0] = NOW + 200
+    assert gate(context, members[1])[1].gang == "planned"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from worker_builders import VENDORS
 
-from app.core.gang import ALL, PodGroupFacts
+from app.core.gang import ALL, Attempts, PodGroupFacts
 from app.k8s.client import Kube
 from app.state.ledger import ASSUMED, Ledger, RowState
 from app.state.podgroups import PodGroups
@@ -131,3 +131,19 @@ def test_a_gang_members_reservation_is_released_after_the_gang_ttl() -> None:
     assert [r.uid for r in suspects(rows, pods.get, rules, 161.0)] == ["uid-m0", "uid-lone"]
     assert rules.ttl_for(member("m0")) == 15.0 and rules.ttl_for(None) == 60.0
     assert Rules(frozenset(), VENDORS, inflight_ttl=60.0).ttl_for(member("m0")) == 60.0
+
+
+def test_a_member_bound_starts_the_gangs_attempts_afresh(
+    sim: EmulatorHandle, kube: Kube, ledger: Ledger
+) -> None:
+    shape = pod_shape(VENDORS)
+    watch = GangWatch(kube, ledger, lambda *_: None)
+    store = PodGroups(ledger)
+    group = PodGroupFacts("default", "train", "pg-train", min_count=2)
+    pending = shape(member("m0"))
+    watch.on_pods([Change(ADDED, pending, None)])
+    store.set_attempts(group, Attempts(0.0, 2, 500.0))
+    watch.on_pods([Change(MODIFIED, shape(member("m0", phase="Running")), pending)])  # not bound: kept
+    assert store.attempts(group) == Attempts(0.0, 2, 500.0)
+    watch.on_pods([Change(MODIFIED, shape(member("m0", node="n1")), pending)])
+    assert store.attempts(group) == Attempts()
