@@ -6,6 +6,7 @@ fills them (app/state/podgroups.py); no API server (neither the gate nor `reserv
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -242,7 +243,8 @@ def test_member_writes_are_held_until_the_quorum_is_reserved(context: Context) -
     _assumed(context, "m2", "a-m2")
     gang.hold(context, quorum, _write("m2", "a-m2"))
     assert sorted(w.ref.name for w in writer.sent) == ["m0", "m2"]
-    assert writer.sent[0] == _write(writer.sent[0].ref.name, writer.sent[0].allocation)  # encoded and back
+    sent = writer.sent[0]  # encoded and back, to be sent as a held write (reread on a conflict)
+    assert sent == dataclasses.replace(_write(sent.ref.name, sent.allocation), reread=True)
     assert not gang.holds_write(context, "uid-m0") and not gang.holds_write(context, "uid-m1")
 
 
