@@ -17,7 +17,7 @@ ifdef ETCD_VERSION
 export HAMI_ETCD_VERSION := $(ETCD_VERSION)
 endif
 
-.PHONY: setup lock tools kube test unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard image image-e2e clean
+.PHONY: setup lock tools kube test test-versions unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard image image-e2e clean
 
 setup: $(STAMP)
 
@@ -49,7 +49,9 @@ tools: $(TOOLS)/bin/kubectl $(TOOLS)/bin/promql-check
 $(TOOLS)/bin/kubectl:
 	bash scripts/install-tools.sh $(TOOLS)
 
-# etcd, kube-apiserver and kube-scheduler from tools/etcd/<v> and tools/kube/<v> (Go); skipped when built.
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl (the one to use with that version)
+# from tools/etcd/<v> and tools/kube/<v> (Go); skipped when built. A version whose wrapper go.mod names a
+# toolchain (1.38.0-beta.0: go1.27.3) is built with exactly that Go, fetched from the Go module proxy.
 kube:
 	bash scripts/build-kube.sh
 
@@ -77,6 +79,12 @@ format: setup
 # `make test` = lint + typecheck + import contracts + every test (unit and integration).
 test: setup tools kube lint
 	$(PY) -m pytest
+
+# The version-sensitive real suites (tests marked versions(...) with this minor) on a version other than the
+# default, which `make test` covers whole: `make test-versions KUBE_VERSION=1.38` (docs/real-control-plane.md
+# "Which suites run on which version").
+test-versions: setup tools kube
+	$(PY) -m pytest -m real --versions-only
 
 unit: setup
 	$(PY) -m pytest --ignore=tests/integration

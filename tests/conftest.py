@@ -5,6 +5,12 @@ start our worker and both Gunicorn servers from that built image instead of the 
 and tests/image (the image's own checks) is collected; without it a plain `pytest` (`make test`) leaves
 tests/image out: those checks need an image, and `make image` (which builds one) runs them. Named
 explicitly without the option, they fail saying so. The header names the real control plane's version.
+
+`@pytest.mark.versions("1.34", "1.37", "1.38")`: the Kubernetes minors a real test must pass on. A session
+whose control plane (HAMI_KUBE_VERSION) is another minor deselects it (counted in the summary: a 1.34 session
+leaves out what needs 1.37's Workload API); `--versions-only` keeps nothing but the tests marked for the
+session's minor, which is how `make test-versions KUBE_VERSION=1.38` runs the version-sensitive suites on
+the versions `make test` (the default, everything) does not (docs/real-control-plane.md "CI").
 """
 
 from __future__ import annotations
@@ -28,6 +34,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IMAGE",
         help="run our containers from this built image (make image) in the real-control-plane suites",
     )
+    parser.addoption(
+        "--versions-only",
+        action="store_true",
+        help="only the tests marked versions(...) with this session's Kubernetes minor (make test-versions)",
+    )
+
+
+def session_minor() -> str:
+    """The minor ("1.37") of the Kubernetes this session's real control plane runs; "" if none is valid."""
+    try:
+        kube, _ = select(supported(VERSIONS_FILE.read_text()), os.environ)
+    except MissingBinaries:
+        return ""
+    return ".".join(kube.removeprefix("v").split(".")[:2])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    minor, only = session_minor(), bool(config.getoption("--versions-only"))
+    kept, deselected = [], []
+    for item in items:
+        marker = item.get_closest_marker("versions")
+        wanted = minor in marker.args if marker is not None else not only
+        (kept if wanted else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def pytest_report_header() -> str:

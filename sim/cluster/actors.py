@@ -45,6 +45,23 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def grace_arguments(parser: argparse.ArgumentParser) -> None:
+    """--grace-scale/--grace-cap: how long the simulated kubelets keep a deleted pod running (`sim nodes`,
+    and `sim up`, which hands them to its nodes through ClusterSpec)."""
+    parser.add_argument(
+        "--grace-scale",
+        type=float,
+        default=1.0,
+        help="a deleted pod keeps running for its grace period times this (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--grace-cap",
+        type=float,
+        default=10.0,
+        help="... but at most this many seconds (default: %(default)s)",
+    )
+
+
 def nodes_arguments(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--nodes", type=int, default=20)
@@ -69,8 +86,11 @@ def nodes_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--finish-deletions",
         action="store_true",
-        help="delete terminating pods with grace 0, as a kubelet does once containers stopped (real API)",
+        help="finish graceful deletions: delete with grace 0 once the pod's grace period (scaled, capped) "
+        "has passed, as a kubelet does once its containers stopped "
+        "(kube-apiserver, the emulator with --kubelet-deletions)",
     )
+    grace_arguments(parser)
     parser.add_argument(
         "--stock-gpus",
         action="store_true",
@@ -95,13 +115,22 @@ def nodes_main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sim nodes: {exc}", file=sys.stderr)
         return 2
+    if args.grace_scale < 0 or args.grace_cap < 0:
+        print("sim nodes: --grace-scale and --grace-cap must not be negative", file=sys.stderr)
+        return 2
     retried = RESTARTING if args.retry_forbidden else TRANSIENT
     kube = Kube.from_kubeconfig(args.kubeconfig, max(8, args.workers * 2), args.api_retries, retried)
     kubelets = Kubelets(
         kube,
         cluster,
         PluginConfig(
-            args.allocate_latency, args.workers, args.run_seconds, args.finish_deletions, args.stock_gpus
+            allocate_latency=args.allocate_latency,
+            workers=args.workers,
+            default_run_seconds=args.run_seconds,
+            finish_deletions=args.finish_deletions,
+            stock_gpus=args.stock_gpus,
+            grace_scale=args.grace_scale,
+            grace_cap=args.grace_cap,
         ),
     )
     try:

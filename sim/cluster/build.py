@@ -69,10 +69,10 @@ def build(spec: ClusterSpec, stack: Stack) -> Kube:
         stack.image = ImageRunner(spec.from_image)
     if spec.control_plane == REAL:
         return start_real_cluster(spec, stack)
-    stack.start_control_plane(spec.control_plane)
+    stack.start_control_plane(spec.control_plane, kubelet_deletions=spec.kubelet_deletions)
     kube = stack.kube
     assert kube is not None
-    start_nodes(stack, spec, stack.kubeconfig)
+    start_nodes(stack, spec, stack.kubeconfig, *(["--finish-deletions"] if spec.kubelet_deletions else []))
     port = free_port()
     stack.service_url = f"http://127.0.0.1:{port}"
     env = {

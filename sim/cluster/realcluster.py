@@ -274,7 +274,9 @@ def start_real_cluster(spec: ClusterSpec, stack: Stack) -> Kube:
     ours runs: the control plane, the nodes and one kube-scheduler at the given extender.
     `spec.default_scheduler`: the cluster's own kube-scheduler as well (`start_default_scheduler`)."""
     values = {**vendor_values(spec.vendors), **spec.chart_values}
-    stack.start_control_plane("real", workload_api=spec.workload_api)
+    stack.start_control_plane(
+        "real", workload_api=spec.workload_api, controller_manager=spec.controller_manager
+    )
     assert stack.kube is not None and stack.control_plane is not None
     setup = install_chart(stack, values)
     # the simulated kubelets' and plugins' API calls ride out a kube-apiserver restart (~60 s of retries, a

@@ -1,8 +1,8 @@
 """Our replicas as the Pods of the chart's Deployment on the real control plane, so `kubectl drain` works.
 
-Why: the test control plane runs no kube-controller-manager and no kubelets for the scheduler's own pods, so
-nobody creates them, reports them Ready, stops their containers when they are evicted or computes their
-PodDisruptionBudget's status — all of which a drain of the leader's node goes through. `ReplicaPods` plays
+Why: the test control plane runs no Deployment controller and no kubelets for the scheduler's own pods, so
+nobody creates them, reports them Ready or stops their containers when they are evicted — all of which a
+drain of the leader's node goes through. `ReplicaPods` plays
 these parts for the replicas `sim.cluster.realcluster` started with `replica_nodes` (each with NODE_NAME set):
 
 - creates the replicas' Nodes and the pods (`sim.cluster.realcluster.pod_name(i)`, the chart's pod labels,
@@ -10,7 +10,9 @@ these parts for the replicas `sim.cluster.realcluster` started with `replica_nod
 - every 0.2 s sets each pod's Ready condition from the replica's /readyz, as the chart's readiness probe;
 - once a pod is being deleted (an eviction), SIGTERMs the replica's containers together (worker, both
   Gunicorns, kube-scheduler) as a kubelet does, and then removes the pod (grace 0);
-- runs `sim.cluster.disruption.DisruptionController` for the budget.
+- the budget's status comes from kube-controller-manager's disruption controller, which the real control
+  plane runs (sim.controlplane.controllermanager); started without it (`controller_manager=False`),
+  `sim.cluster.disruption.DisruptionController` computes it instead.
 
 Invariant: a replica's processes are stopped only after its pod was marked for deletion by someone else.
 """
@@ -27,7 +29,7 @@ import urllib3
 from sim.cluster.disruption import DisruptionController
 from sim.cluster.realcluster import pod_name, replica_suffix
 from sim.cluster.stack import Stack
-from sim.controlplane import chart
+from sim.controlplane import chart, controllermanager
 from sim.controlplane.base import RELEASE_NAMESPACE
 from sim.kit.kube import KubeError
 from sim.kit.ticker import Ticker
@@ -53,7 +55,14 @@ class ReplicaPods:
         self.names = [pod_name(i) for i in range(len(stack.replica_urls))]
         self._nodes = dict(zip(self.names, nodes, strict=True))
         budget = chart.find(self._objects, "PodDisruptionBudget")
-        self.budget = DisruptionController(self._kube, RELEASE_NAMESPACE, budget["metadata"]["name"])
+        running = stack.control_plane.processes() if stack.control_plane is not None else {}
+        name = budget["metadata"]["name"]
+        self._budget_path = f"/apis/policy/v1/namespaces/{RELEASE_NAMESPACE}/poddisruptionbudgets/{name}"
+        self._disruption = (
+            None
+            if controllermanager.NAME in running
+            else DisruptionController(self._kube, RELEASE_NAMESPACE, name)
+        )
         self._budget_object = budget
         self.ready_since: dict[str, float] = {}  # pod -> when its Ready condition last turned True
         self.stopped: dict[str, float] = {}  # pod -> when its deletion was seen and its containers stopped
@@ -84,7 +93,8 @@ class ReplicaPods:
             self._kube.create(PODS, pod)
             self._report(name, False)
         chart.apply(self._kube, [self._budget_object])
-        self.budget.start()
+        if self._disruption is not None:
+            self._disruption.start()
         self._kubelet.start()
         return self
 
@@ -92,7 +102,12 @@ class ReplicaPods:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._kubelet.stop(10)
-        self.budget.close()
+        if self._disruption is not None:
+            self._disruption.close()
+
+    def budget_status(self) -> dict[str, Any]:
+        """The chart's PodDisruptionBudget's status as the eviction API reads it."""
+        return dict(self._kube.get(self._budget_path).get("status") or {})
 
     def _report(self, name: str, ready: bool) -> None:
         if self._reported.get(name) == ready:

@@ -36,6 +36,9 @@ class ClusterSpec:
     # the control plane: "emulator" (sim.emulator) or "real" (etcd + kube-apiserver, set up from the chart)
     control_plane: str = EMULATOR
     workload_api: bool = False  # real, Kubernetes >= 1.37: the Workload API, gang scheduling (docs/gangs.md)
+    # real: kube-controller-manager with the controllers sim.controlplane.controllermanager lists (budget
+    # status, namespace deletion, garbage collection, quota status); off only for a scenario that needs so
+    controller_manager: bool = True
     # the simulated GPU nodes (`python -m sim nodes`; sim.nodes.vendors for the node kinds)
     nodes: int = 4
     gpus_per_node: int = 8
@@ -44,6 +47,14 @@ class ClusterSpec:
     vendors: str = "nvidia"
     seed: int = 0
     allocate_latency: float = 0.002
+    # graceful deletion (sim.nodes.kubelet): a terminating Running pod keeps running, devices held, for its
+    # grace period times grace_scale, at most grace_cap seconds; then its kubelet deletes it with grace 0
+    grace_scale: float = 1.0
+    grace_cap: float = 10.0
+    # emulator: leave graceful pod deletions to the simulated kubelets as kube-apiserver does (grace_scale
+    # then applies there too); off, the emulator ends them itself after its --pod-deletion-delay (1 s).
+    # The real control plane always leaves them to the kubelets.
+    kubelet_deletions: bool = False
     # our processes: from this checkout, or (real) the chart's containers from a built image (`from_image`)
     from_image: str = ""
     workers: int = 2  # Gunicorn workers (HAMI_WORKERS)
@@ -69,6 +80,8 @@ class ClusterSpec:
 
     def problem(self) -> str:
         """Why this cluster cannot be built ("" when it can)."""
+        if self.grace_scale < 0 or self.grace_cap < 0:
+            return "grace_scale and grace_cap must not be negative"
         if self.control_plane == REAL:
             return ""
         if self.workload_api:

@@ -104,11 +104,21 @@ class Stack:
         argv, env = self._recipes[name]
         return self.start(name, argv, env)
 
-    def start_control_plane(self, kind: str, workload_api: bool = False) -> ControlPlane:
-        """Start the emulator or the real control plane (etcd, kube-apiserver) and keep it in the stack;
-        `workload_api`: with Kubernetes' Workload API and gang scheduling (real, >= 1.37)."""
+    def start_control_plane(
+        self,
+        kind: str,
+        workload_api: bool = False,
+        controller_manager: bool = True,
+        kubelet_deletions: bool = False,
+    ) -> ControlPlane:
+        """Start the emulator or the real control plane (etcd, kube-apiserver, kube-controller-manager unless
+        `controller_manager` is False) and keep it in the stack; `workload_api`: with Kubernetes' Workload
+        API and gang scheduling (real, >= 1.37); `kubelet_deletions`: the emulator leaves graceful pod
+        deletions to the kubelets (sim.controlplane.make_control_plane)."""
         try:
-            self.control_plane = make_control_plane(kind, self.workdir, workload_api)
+            self.control_plane = make_control_plane(
+                kind, self.workdir, workload_api, controller_manager, kubelet_deletions
+            )
         except ValueError as exc:
             raise DemoFailure(f"the {kind} control plane cannot start: {exc}") from None
         try:
@@ -301,6 +311,8 @@ def start_nodes(
         gpus_per_node=spec.gpus_per_node,
         zones=spec.zones,
         allocate_latency=spec.allocate_latency,
+        grace_scale=spec.grace_scale,
+        grace_cap=spec.grace_cap,
         mig_nodes=spec.mig_nodes,
         stats=stack.workdir / "nodes-stats.json",
         vendors=spec.vendors,

@@ -45,6 +45,9 @@ DEVICE_PLUGIN = User.service_account(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_ACCO
 # The cluster's own kube-scheduler (`default-scheduler`): the bootstrap RBAC binds system:kube-scheduler,
 # system:volume-scheduler and the extension-apiserver-authentication reader to this user, as in kubeadm.
 KUBE_SCHEDULER = User("system:kube-scheduler")
+# kube-controller-manager (sim.controlplane.controllermanager): the bootstrap RBAC lets this user create its
+# controllers' ServiceAccounts and their tokens in kube-system; each controller then runs as its own.
+KUBE_CONTROLLER_MANAGER = User("system:kube-controller-manager")
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
@@ -90,6 +93,12 @@ class ControlPlane(Protocol):
     def processes(self) -> dict[str, ChildProcess]: ...
 
     def versions(self) -> dict[str, str]: ...
+
+    def kubectl(self) -> Path:
+        """The kubectl for this control plane, within kubectl's skew policy of its server: real, the one
+        `make kube` built from the same k8s.io/kubernetes module (`.tools/kube/kubernetes-<v>/kubectl`); the
+        emulator, the one `make tools` installs (`.tools/bin/kubectl`, the minor the emulator reports)."""
+        ...
 
     def admits_pods(self) -> bool:
         """True when the API server itself calls our admission webhook on pod CREATE."""

@@ -1,10 +1,13 @@
 """Where `make kube` (scripts/build-kube.sh) puts the real control plane's binaries, and their versions.
 
-The rule is the script's: `$HAMI_KUBE_CACHE` (else `<repo>/.tools/kube`), then `kubernetes-<v>/` and
-`etcd-<v>/`. The versions come from one place, `tools/kube/versions.tsv` (its first row is the default;
-`$HAMI_KUBE_VERSION` picks another row, `$HAMI_ETCD_VERSION` overrides that row's etcd), and each must be the
-one its wrapper module `tools/kube/<v>/go.mod` / `tools/etcd/<v>/go.mod` requires. A folder counts only once
-the script marked it complete, so a half-finished build is never run.
+The rule is the script's: `$HAMI_KUBE_CACHE` (else `<repo>/.tools/kube`), then `kubernetes-<v>/` (the
+binaries of KUBE_BINARIES, kubectl among them: the kubectl of this version, within every skew policy of its
+own server) and `etcd-<v>/`. The versions come from one place, `tools/kube/versions.tsv` (its first row is
+the default; `$HAMI_KUBE_VERSION` picks another row, `$HAMI_ETCD_VERSION` overrides that row's etcd), and each
+must be the one its wrapper module `tools/kube/<v>/go.mod` / `tools/etcd/<v>/go.mod` requires; the module's
+`toolchain` line, if any, is the Go the script builds it with (`toolchain`). A folder counts only once the
+script marked it complete and holds every binary, so a half-finished build, or a folder an older script
+built with fewer binaries, is never run.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 KUBE_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 VERSIONS_FILE = REPO_ROOT / "tools" / "kube" / "versions.tsv"
+# what scripts/build-kube.sh builds from k8s.io/kubernetes (cmd/<name>), in the order it builds them
+KUBE_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
 
 
 class MissingBinaries(RuntimeError):
@@ -28,6 +33,8 @@ class MissingBinaries(RuntimeError):
 class Binaries:
     kube_apiserver: Path
     kube_scheduler: Path
+    kube_controller_manager: Path
+    kubectl: Path  # the kubectl of this version: what the harness, its tests and `sim up` hand to users
     etcd: Path
     kubernetes_version: str
     etcd_version: str
@@ -49,6 +56,16 @@ def required_version(go_mod: Path, module: str) -> str:
         if len(fields) >= 2 and fields[0] == module:
             return fields[1]
     raise MissingBinaries(f"{go_mod} does not require {module}")
+
+
+def toolchain(go_mod: Path) -> str:
+    """The GOTOOLCHAIN scripts/build-kube.sh builds `go_mod` with: its `toolchain` line (the exact Go a
+    version needs, fetched through the Go module proxy), else "local" (the Go on PATH)."""
+    for line in go_mod.read_text().splitlines():
+        fields = line.split()
+        if fields[:1] == ["toolchain"] and len(fields) == 2:
+            return fields[1]
+    return "local"
 
 
 def supported(table: str) -> list[tuple[str, str]]:
@@ -97,10 +114,17 @@ def find(env: Mapping[str, str] | None = None) -> Binaries:
         if not go_mod.is_file() or required_version(go_mod, module) != version:
             raise MissingBinaries(f"no wrapper module {go_mod} requiring {module} {version}")
     kube, etcd = cache / f"kubernetes-{kube_version}", cache / f"etcd-{etcd_version}"
-    for folder in (kube, etcd):
+    build = f"run `make kube KUBE_VERSION={kube_version} ETCD_VERSION={etcd_version}`"
+    go = toolchain(REPO_ROOT / "tools" / "kube" / kube_version / "go.mod")
+    if go != "local":
+        build += f" (it builds with Go {go}, fetched from the Go module proxy)"
+    for folder, names in ((kube, KUBE_BINARIES), (etcd, ("etcd",))):
         if not (folder / ".complete").is_file():
-            build = f"make kube KUBE_VERSION={kube_version} ETCD_VERSION={etcd_version}"
-            raise MissingBinaries(f"{folder} is not built: run `{build}` (or set HAMI_KUBE_CACHE)")
+            raise MissingBinaries(f"{folder} is not built: {build}, or set HAMI_KUBE_CACHE")
+        missing = [name for name in names if not (folder / name).is_file()]
+        if missing:
+            raise MissingBinaries(f"{folder} lacks {', '.join(missing)}: {build} to add them")
+    apiserver, scheduler, controller_manager, kubectl = (kube / name for name in KUBE_BINARIES)
     return Binaries(
-        kube / "kube-apiserver", kube / "kube-scheduler", etcd / "etcd", kube_version, etcd_version
+        apiserver, scheduler, controller_manager, kubectl, etcd / "etcd", kube_version, etcd_version
     )

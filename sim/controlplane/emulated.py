@@ -92,6 +92,9 @@ class EmulatedControlPlane:
     def versions(self) -> dict[str, str]:
         return {"emulator": "sim.emulator"}
 
+    def kubectl(self) -> Path:
+        return REPO_ROOT / ".tools" / "bin" / "kubectl"
+
     def rejections_are_final(self) -> bool:
         return True
 

@@ -1,13 +1,17 @@
-"""The real control plane on loopback: etcd, kube-apiserver and kube-scheduler built by `make kube`.
+"""The real control plane on loopback: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+built by `make kube`.
 
-Started the way envtest and kwokctl's binary runtime do it, without kubelets or kube-controller-manager:
-etcd (`/health`), then kube-apiserver (`/readyz` as admin) with token authentication (`tokens.csv`: the
+Started the way envtest and kwokctl's binary runtime do it, without kubelets: etcd (`/health`), then
+kube-apiserver (`/readyz` as admin), then (unless `controller_manager=False`) kube-controller-manager with
+the few controllers sim.controlplane.controllermanager chooses and documents (`/healthz`);
+kube-apiserver runs with token authentication (`tokens.csv`: the
 admin in system:masters and one line per `User` the harness runs as), RBAC authorization, a serving
 certificate for 127.0.0.1 signed by a CA of this run, a ServiceAccount signing key, the admission plugins
 that need a controller-manager (ServiceAccount) or a kubelet (TaintNodesByCondition) turned off, and
 `--endpoint-reconciler-type=none` so the loopback bind needs no routable advertise address. Every process
 runs in its own process group with its log in `workdir/<name>.log`, every port comes from binding
-127.0.0.1:0, and `stop` ends them by PID (schedulers, then kube-apiserver, then etcd).
+127.0.0.1:0, and `stop` ends them by PID (schedulers, kube-controller-manager, kube-apiserver, etcd).
+`kubectl()` is the kubectl built from the same k8s.io/kubernetes module: the one to hand to users and tests.
 
 kube-scheduler is started per `SchedulerSpec` with the KubeSchedulerConfiguration the harness rendered
 from our chart (`sim.controlplane.chart`), its `clientConnection` pointed at a kubeconfig of the chart's
@@ -39,8 +43,16 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from sim.controlplane import binaries
-from sim.controlplane.base import ADMIN, DEVICE_PLUGIN, EXTENDER, KUBE_SCHEDULER, SchedulerSpec, User
+from sim.controlplane import binaries, controllermanager
+from sim.controlplane.base import (
+    ADMIN,
+    DEVICE_PLUGIN,
+    EXTENDER,
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_SCHEDULER,
+    SchedulerSpec,
+    User,
+)
 from sim.emulator import kubeconfig as kubeconfig_file
 from sim.emulator import tls
 from sim.kit.processes import ChildProcess, ProcessSet
@@ -117,9 +129,12 @@ class RealControlPlane:
         verbosity: int = 1,
         apiserver_args: tuple[str, ...] = (),
         workload_api: bool = False,
+        controller_manager: bool = True,
     ) -> None:
         self.workdir = workdir
         self.bin = binaries.find()
+        self.controller_manager = controller_manager
+        self.workload_api = workload_api
         self.kubeconfig = workdir / "kubeconfig"
         self.verbosity = verbosity
         self.apiserver_args = apiserver_args  # e.g. a short --etcd-compaction-interval for watch expiry
@@ -127,6 +142,8 @@ class RealControlPlane:
         if workload_api:
             api_flags, self.scheduler_args = workload_flags(self.bin.kubernetes_version)
             self.apiserver_args = (*api_flags, *apiserver_args)
+        if controller_manager:
+            users = (*users, KUBE_CONTROLLER_MANAGER)
         self.users = (ADMIN, *dict.fromkeys(u for u in users if u != ADMIN))
         self.tokens = {u.name: secrets.token_hex(16) for u in self.users}
         self.pki = workdir / "pki"
@@ -136,6 +153,7 @@ class RealControlPlane:
         self.ca_pem = b""
         self._schedulers: dict[str, list[str]] = {}
         self.scheduler_urls: dict[str, str] = {}  # each kube-scheduler's secure port (/metrics needs no auth)
+        self.controller_manager_port = free_port()
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
@@ -147,10 +165,12 @@ class RealControlPlane:
         kubeconfig_file.write(
             self.kubeconfig, kubeconfig_file.kubeconfig(self.url, self.tokens["admin"], self.ca_pem)
         )
+        if self.controller_manager:
+            self._start_controller_manager()
 
     def stop(self) -> None:
         schedulers = [n for n in self.children.children if n.startswith(SCHEDULER_PREFIX)]
-        self.children.stop_all([*schedulers, "kube-apiserver", "etcd"])
+        self.children.stop_all([*schedulers, controllermanager.NAME, "kube-apiserver", "etcd"])
 
     def processes(self) -> dict[str, ChildProcess]:
         return dict(self.children.children)
@@ -164,13 +184,19 @@ class RealControlPlane:
             self._start_etcd()
         elif name == "kube-apiserver":
             self._start_apiserver()
+        elif name == controllermanager.NAME and self.controller_manager:
+            self._start_controller_manager()
         elif name in self._schedulers:
             self.children.start(name, self._schedulers[name])
         else:
             raise KeyError(f"no process {name} to restart")
 
     def versions(self) -> dict[str, str]:
-        return self.bin.versions()
+        running = {controllermanager.NAME: self.bin.kubernetes_version} if self.controller_manager else {}
+        return {**self.bin.versions(), **running}
+
+    def kubectl(self) -> Path:
+        return self.bin.kubectl
 
     def rejections_are_final(self) -> bool:
         return False
@@ -256,6 +282,19 @@ class RealControlPlane:
         process = self.children.start("kube-apiserver", argv)
         context = ssl.create_default_context(cadata=self.ca_pem.decode())
         _poll(f"{self.url}/readyz", process, 120, token=self.tokens["admin"], context=context)
+
+    def _start_controller_manager(self) -> None:
+        port = self.controller_manager_port
+        argv = controllermanager.argv(
+            self.bin.kube_controller_manager,
+            self.kubeconfig_for(KUBE_CONTROLLER_MANAGER),
+            port,
+            workload_api=self.workload_api,
+            feature_gates=self.scheduler_args,  # the Workload API's gate, when on
+            verbosity=self.verbosity,
+        )
+        process = self.children.start(controllermanager.NAME, argv)
+        _poll(f"https://127.0.0.1:{port}/healthz", process, 60, context=ssl._create_unverified_context())
 
     # --- kube-scheduler -------------------------------------------------------------------------------------
 

@@ -27,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
         "--pod-deletion-delay", type=float, default=1.0, help="seconds a bound pod terminates"
     )
     parser.add_argument(
+        "--kubelet-deletions",
+        action="store_true",
+        help="as kube-apiserver: a graceful pod deletion waits for its kubelet's grace-0 delete "
+        "(`sim nodes --finish-deletions`) instead of ending after --pod-deletion-delay",
+    )
+    parser.add_argument(
         "--bookmark-interval", type=float, default=1.0, help="seconds between watch bookmarks"
     )
     parser.add_argument("--fault-seed", type=int, default=None, help="seed for probabilistic faults")
@@ -44,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         tls=args.tls,
         event_window=args.event_window,
         pod_deletion_delay=args.pod_deletion_delay,
+        kubelet_deletions=args.kubelet_deletions,
         bookmark_interval=args.bookmark_interval,
         fault_seed=args.fault_seed,
     )

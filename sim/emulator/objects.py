@@ -11,6 +11,7 @@ stays a dict update.
 from __future__ import annotations
 
 import secrets
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,10 +53,15 @@ def _sort_key(entry: Entry) -> tuple[str, str]:
 
 
 class Objects:
-    def __init__(self, store: Store, deferred: Deferred, pod_deletion_delay: float) -> None:
+    def __init__(
+        self, store: Store, deferred: Deferred, pod_deletion_delay: float, kubelet_deletions: bool = False
+    ) -> None:
         self._store = store
         self._deferred = deferred
         self._pod_deletion_delay = pod_deletion_delay
+        # kube-apiserver's way: a graceful pod deletion stays until its kubelet deletes with grace 0 (the
+        # simulated kubelets' `--finish-deletions`); otherwise the emulator ends it after the delay itself
+        self._kubelet_deletions = kubelet_deletions
 
     # --- reads ----------------------------------------------------------------------------------------------
 
@@ -263,7 +269,21 @@ class Objects:
             grace = self._grace_period(rtype, current, options)
             if grace > 0:
                 if meta.get("deletionTimestamp"):
-                    return Deletion(current, False)
+                    was = int(meta.get("deletionGracePeriodSeconds") or 0)
+                    if options.grace_period is None or grace >= was:
+                        return Deletion(current, False)
+                    # only a shorter grace given in the DELETE shortens one in progress (kube-apiserver's
+                    # BeforeDelete): the deadline moves to the deletion's start plus the new grace
+                    deadline = versions.parse_timestamp(meta["deletionTimestamp"]) - was + grace
+                    shortened = {
+                        **current.obj,
+                        "metadata": {
+                            **meta,
+                            "deletionTimestamp": versions.timestamp(deadline - time.time()),
+                            "deletionGracePeriodSeconds": grace,
+                        },
+                    }
+                    return Deletion(self._store.put(rtype, shortened, current), False)
                 terminating = {
                     **current.obj,
                     "metadata": {
@@ -273,10 +293,11 @@ class Objects:
                     },
                 }
                 entry = self._store.put(rtype, terminating, current)
-                self._deferred.call_later(
-                    self._pod_deletion_delay,
-                    lambda: self._finish_deletion(meta["namespace"], name, meta["uid"]),
-                )
+                if not self._kubelet_deletions:
+                    self._deferred.call_later(
+                        self._pod_deletion_delay,
+                        lambda: self._finish_deletion(meta["namespace"], name, meta["uid"]),
+                    )
                 return Deletion(entry, False)
             if rtype is PODS and meta.get("deletionGracePeriodSeconds") != 0:
                 # kube-apiserver deletes a pod in two writes even at grace 0: deletionTimestamp first
@@ -297,7 +318,7 @@ class Objects:
 
     def _grace_period(self, rtype: ResourceType, current: Entry, options: DeleteOptions) -> int:
         """Seconds of graceful deletion; 0 (immediate) for everything but bound, running pods."""
-        if rtype is not PODS or self._pod_deletion_delay <= 0:
+        if rtype is not PODS or (self._pod_deletion_delay <= 0 and not self._kubelet_deletions):
             return 0
         spec = current.obj.get("spec") or {}
         if not spec.get("nodeName") or (current.obj.get("status") or {}).get("phase") in _TERMINAL_PHASES:

@@ -37,6 +37,7 @@ class EmulatorConfig:
     tls: bool = False
     event_window: int = 10_000
     pod_deletion_delay: float = 1.0
+    kubelet_deletions: bool = False  # graceful pod deletions wait for a kubelet's grace-0 delete instead
     bookmark_interval: float = 1.0
     request_log_size: int = 10_000
     fault_seed: int | None = None
@@ -55,7 +56,9 @@ class EmulatorState:
         self.config = config or EmulatorConfig()
         self.store = Store(self.config.event_window)
         self._deferred = Deferred("sim-apiserver-deletions")
-        self.objects = Objects(self.store, self._deferred, self.config.pod_deletion_delay)
+        self.objects = Objects(
+            self.store, self._deferred, self.config.pod_deletion_delay, self.config.kubelet_deletions
+        )
         self.pages = Pages()
         self.faults = FaultInjector(self.config.fault_seed)
         self.requests = RequestLog(self.config.request_log_size)

@@ -49,6 +49,7 @@ class EmulatorOptions:
     pod_deletion_delay: float = 1.0
     bookmark_interval: float = 1.0
     fault_seed: int | None = None
+    kubelet_deletions: bool = False  # graceful pod deletions wait for a kubelet, as on kube-apiserver
 
     def args(self) -> list[str]:
         args = [
@@ -56,6 +57,8 @@ class EmulatorOptions:
             f"--pod-deletion-delay={self.pod_deletion_delay}",
             f"--bookmark-interval={self.bookmark_interval}",
         ]
+        if self.kubelet_deletions:
+            args.append("--kubelet-deletions")
         if self.fault_seed is not None:
             args.append(f"--fault-seed={self.fault_seed}")
         return [*args, "--tls"] if self.tls else args
@@ -277,6 +280,7 @@ def run_emulator(
             tls=opts.tls,
             event_window=opts.event_window,
             pod_deletion_delay=opts.pod_deletion_delay,
+            kubelet_deletions=opts.kubelet_deletions,
             bookmark_interval=opts.bookmark_interval,
             fault_seed=opts.fault_seed,
         )

@@ -22,6 +22,12 @@ def timestamp(offset_seconds: float = 0.0) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_timestamp(value: str) -> float:
+    """Seconds since the epoch of a `timestamp` string (RFC 3339, UTC, whole seconds)."""
+    moment = datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 

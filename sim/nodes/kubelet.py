@@ -5,6 +5,13 @@ device resource (init containers first): HAMi's NVIDIA plugin (sim/nodes/hamiplu
 
 The kubelet then reports the pod Running (status subresource) or, when Allocate failed, Failed with
 `UnexpectedAdmissionError`; later Succeeded after `sim.hami.io/run-seconds` (default: runs until deleted).
+With `finish_deletions` it also plays the kubelet's part of a graceful deletion, as on kube-apiserver (and
+the emulator with `--kubelet-deletions`) nobody else does: a Running pod whose deletionTimestamp is set keeps
+running, phase Running and its devices held, for its grace period (`deletionGracePeriodSeconds`, which the
+API server took from the DELETE or from terminationGracePeriodSeconds) times `grace_scale`, at most
+`grace_cap` seconds, counted from when this kubelet saw the deletion, as if its containers ignored SIGTERM;
+a later DELETE with a shorter grace shortens it. Then the pod is deleted with grace 0 and its UID as
+precondition. A pod that never ran (Pending, or already terminal) has nothing to stop and goes at once.
 A status the API does not take for want of an answer (no answer, 429, 5xx: kube-apiserver restarting; a 403
 too where the client retries those: `Kube.retried`) is sent again until it is taken, for up to
 STATUS_RETRY_FOR, as the kubelet's status manager keeps syncing; given up at once it left a pod whose Allocate
@@ -45,8 +52,22 @@ class PluginConfig:
     allocate_latency: float = 0.002  # seconds one Allocate call takes on the node (besides API calls)
     workers: int = 8  # allocation threads shared by all nodes
     default_run_seconds: float | None = None  # None: pods run until deleted
-    finish_deletions: bool = False  # delete terminating pods at once (the real API server waits for this)
+    finish_deletions: bool = False  # finish graceful deletions (kube-apiserver waits for the kubelet)
+    grace_scale: float = 1.0  # a terminating Running pod runs for its grace period times this ...
+    grace_cap: float = 10.0  # ... at most this many seconds (the default grace, 30 s, would slow every test)
     stock_gpus: bool = False  # pods without HAMi's allocation get whole GPUs as from NVIDIA's own plugin
+
+
+def grace_seconds(pod: Mapping[str, Any], config: PluginConfig) -> float:
+    """How long a terminating pod keeps running on its node: its grace period (the deletion's, else the
+    spec's, else Kubernetes' default 30 s) times `grace_scale`, at most `grace_cap`; 0 for a pod that has no
+    running containers to stop."""
+    if podutil.phase(pod) != "Running":
+        return 0.0
+    grace = podutil.meta(pod).get("deletionGracePeriodSeconds")
+    if grace is None:
+        grace = podutil.spec(pod).get("terminationGracePeriodSeconds", 30)
+    return min(max(0.0, float(grace)) * config.grace_scale, config.grace_cap)
 
 
 class Kubelets:
@@ -80,7 +101,7 @@ class Kubelets:
         self._queues: dict[str, deque[tuple[str, float]]] = {s.name: deque() for s in cluster.nodes}
         self._busy: set[str] = set()
         self._seen: set[str] = set()  # pod UIDs admitted or queued
-        self._finishing: set[str] = set()  # pod UIDs whose deletion is being finished
+        self._finishing: dict[str, float] = {}  # pod UID -> when its graceful deletion ends (monotonic)
         self._pod_ips = 0
         self._timers = Deferred("sim-kubelet-timers")
         self._stopped = False
@@ -111,12 +132,11 @@ class Kubelets:
         with self._lock:
             if kind == "DELETED":
                 self._seen.discard(uid)
-                self._finishing.discard(uid)
+                self._finishing.pop(uid, None)
                 return
             if podutil.terminating(pod):
-                if self.config.finish_deletions and not self._stopped and uid not in self._finishing:
-                    self._finishing.add(uid)
-                    self._pool.submit(self._finish_deletion, pod)
+                if self.config.finish_deletions and not self._stopped:
+                    self._terminate(pod)
                 return
             if uid in self._seen:
                 return
@@ -209,10 +229,33 @@ class Kubelets:
                     logger.warning("status of %s: %s", podutil.key(pod), exc)
                 return False
 
-    def _finish_deletion(self, pod: Mapping[str, Any]) -> None:
+    def _terminate(self, pod: Mapping[str, Any]) -> None:
+        """Schedule the end of a graceful deletion, or bring it forward (a shorter grace). Caller holds the
+        lock."""
+        uid = podutil.uid(pod)
+        now = time.monotonic()
+        due = now + grace_seconds(pod, self.config)
+        known = self._finishing.get(uid)
+        if known is not None and known <= due:
+            return
+        self._finishing[uid] = due
+        key = podutil.key(pod)
+
+        def finish() -> None:
+            if not self._stopped:
+                self._pool.submit(self._finish_deletion, key, uid, due)
+
+        self._timers.call_later(due - now, finish)
+
+    def _finish_deletion(self, key: str, uid: str, due: float) -> None:
         """The kubelet's part of a graceful deletion: containers stopped, delete with grace 0 (UID
-        precondition, so a same-name successor is never deleted)."""
-        path = pod_path(podutil.namespace(pod), podutil.name(pod))
+        precondition, so a same-name successor is never deleted). `due` tells a timer that a shorter grace
+        replaced from one that is still current."""
+        with self._lock:
+            if self._finishing.get(uid) != due:
+                return
+        namespace, name = key.split("/", 1)
+        path = pod_path(namespace, name)
         try:
             self.kube.request(
                 "DELETE",
@@ -221,15 +264,16 @@ class Kubelets:
                     "kind": "DeleteOptions",
                     "apiVersion": "v1",
                     "gracePeriodSeconds": 0,
-                    "preconditions": {"uid": podutil.uid(pod)},
+                    "preconditions": {"uid": uid},
                 },
             )
             self.stats.count("deletions_finished")
         except KubeError as exc:
             if exc.status not in (404, 409):
-                logger.warning("finishing the deletion of %s: %s", podutil.key(pod), exc)
+                logger.warning("finishing the deletion of %s: %s", key, exc)
             with self._lock:
-                self._finishing.discard(podutil.uid(pod))
+                if self._finishing.get(uid) == due:
+                    del self._finishing[uid]
 
     # --- completion -----------------------------------------------------------------------------------------
 

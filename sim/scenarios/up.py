@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from sim.cluster import image
+from sim.cluster.actors import grace_arguments
 from sim.cluster.build import build
 from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import DemoFailure, Stack
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     stack = Stack(workdir)
     code = 0
     try:
-        build(ClusterSpec.of(vars(args), default_scheduler=True), stack)
+        build(ClusterSpec.of(vars(args), default_scheduler=True, kubelet_deletions=True), stack)
         assert stack.control_plane is not None
         atomic_write_json(
             ready,
@@ -60,13 +61,18 @@ def run(args: argparse.Namespace) -> int:
                 "control_plane": stack.control_plane.kind,
                 "versions": stack.control_plane.versions(),
                 "kubeconfig": str(stack.kubeconfig),
+                "kubectl": str(stack.control_plane.kubectl()),
                 "service_url": stack.service_url,
                 "service_ca": str(stack.ca_file or ""),
                 "nodes": args.nodes,
                 "pids": {n: p.pid for n, p in stack.all_processes().items()},
             },
         )
-        print(f"sim up: ready ({stack.control_plane.kind}); KUBECONFIG={stack.kubeconfig}", flush=True)
+        print(
+            f"sim up: ready ({stack.control_plane.kind}); KUBECONFIG={stack.kubeconfig}"
+            f" kubectl={stack.control_plane.kubectl()}",
+            flush=True,
+        )
         while not done.wait(0.5):
             stack.check()
     except DemoFailure as exc:
@@ -106,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workload-api",
         action="store_true",
         help="real control plane, Kubernetes >= 1.37: the Workload API and gang scheduling (docs/gangs.md)",
+    )
+    grace_arguments(parser)
+    parser.add_argument(
+        "--no-controller-manager",
+        dest="controller_manager",
+        action="store_false",
+        help="real: no kube-controller-manager (no budget status, namespace deletion, garbage collection)",
     )
     image.add_argument(parser)
     parser.set_defaults(tls=True)

@@ -67,12 +67,13 @@ def inspected(*args: str, timeout: float = 120) -> Usage:
     return usage
 
 
-def kubectl_dump(kubeconfig: Path, path: Path) -> Path:
+def kubectl_dump(kubeconfig: Path, path: Path, kubectl: Path = KUBECTL) -> Path:
     """The dump `inspect --cluster` reads, written by the real `kubectl get nodes,pods,resourcequotas -A -o
-    json` to `path`; AssertionError when kubectl is missing."""
-    assert KUBECTL.exists(), f"kubectl is missing at {KUBECTL}: run `make tools` first"
+    json` to `path` (`kubectl`: the control plane's own, `ControlPlane.kubectl()`; by default the one `make
+    tools` installs); AssertionError when kubectl is missing."""
+    assert kubectl.exists(), f"kubectl is missing at {kubectl}: run `make tools` (or `make kube`) first"
     argv = [
-        str(KUBECTL),
+        str(kubectl),
         "--kubeconfig",
         str(kubeconfig),
         "get",

@@ -118,6 +118,31 @@ def test_pods_binding_sets_the_node_once(api: Kube, ns: str) -> None:
     assert "already assigned to node" in status_body(body, 409, "Conflict")["message"]
 
 
+def test_a_graceful_pod_deletion_waits_and_only_a_shorter_grace_changes_it(api: Kube, ns: str) -> None:
+    """A bound pod's graceful deletion waits for its kubelet (none here); a DELETE with a longer grace leaves
+    it, one with a shorter grace shortens it (kube-apiserver's BeforeDelete), grace 0 ends it."""
+    created = api.create(f"/api/v1/namespaces/{ns}/pods", pod("leaving", ns))
+    api.bind(ns, "leaving", created["metadata"]["uid"], "node-a")
+    path = f"/api/v1/namespaces/{ns}/pods/leaving"
+
+    def delete(grace: int) -> dict[str, Any]:
+        return dict(
+            api.request(
+                "DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": grace}
+            )
+        )
+
+    first = delete(30)["metadata"]
+    assert first["deletionGracePeriodSeconds"] == 30 and first["deletionTimestamp"]
+    assert delete(60)["metadata"]["deletionGracePeriodSeconds"] == 30
+    shortened = delete(5)["metadata"]
+    assert shortened["deletionGracePeriodSeconds"] == 5
+    assert shortened["deletionTimestamp"] < first["deletionTimestamp"]  # RFC 3339 in UTC: ordered as text
+    assert api.get(path)["metadata"]["deletionGracePeriodSeconds"] == 5  # still there: no kubelet
+    delete(0)
+    assert api.get_or_none(path) is None
+
+
 def test_pods_status_changes_status_and_metadata_but_never_the_spec(api: Kube, ns: str) -> None:
     api.create(f"/api/v1/namespaces/{ns}/pods", pod("status", ns))
     patch = {

@@ -19,12 +19,10 @@ import yaml
 
 from sim.controlplane import chart
 from sim.controlplane.real import RealControlPlane
-from sim.emulator.testing import REPO_ROOT
 from sim.kit.kube import Kube
 
 RELEASE, NAMESPACE = chart.RELEASE, "hami-system"
 INSTANCE = f"app.kubernetes.io/instance={RELEASE}"
-KUBECTL = REPO_ROOT / ".tools" / "bin" / "kubectl"
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 
@@ -40,7 +38,7 @@ class Cluster:
     workdir: Path
 
     def run(self, tool: str, *args: str, stdin: str = "") -> str:
-        binary = chart.helm_binary() if tool == "helm" else str(KUBECTL)
+        binary = chart.helm_binary() if tool == "helm" else str(self.control_plane.kubectl())
         done = subprocess.run(
             [binary, "--kubeconfig", str(self.control_plane.kubeconfig), *args],
             input=stdin,

@@ -34,7 +34,6 @@ from sim.cluster.spec import ClusterSpec
 from sim.controlplane.real import free_port
 from sim.emulator.testing import wait_for
 from sim.kit.kube import pod_path
-from sim.workload.inspection import KUBECTL
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +68,6 @@ def inspect_json(kubeconfig: Path) -> dict[str, Any]:
 
 
 def test_dra_devices_and_extended_resource_names_are_refused(real_binaries: object, tmp_path: Path) -> None:
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     metrics = f"http://127.0.0.1:{free_port()}/metrics?hami_gauges=0"
     options = ClusterSpec(
         control_plane="real",
@@ -115,7 +112,8 @@ def test_dra_devices_and_extended_resource_names_are_refused(real_binaries: obje
         collided = 'hami_worker_dra_collisions{resource="nvidia.com/gpu",vendor="NVIDIA"} 1.0'
         wait_for(lambda: collided in gauges(), 30, "the collision seen")
         time.sleep(READ_AGE)
-        warning = create_warning(stack.kubeconfig, "refused")
+        assert stack.control_plane is not None
+        warning = create_warning(stack.control_plane.kubectl(), stack.kubeconfig, "refused")
         assert f"hami-scheduler: nvidia.com/gpu (DeviceClass {CLASS}) is also served by DRA" in warning
 
         def condition(name: str, namespace: str = "default") -> str:
@@ -158,10 +156,10 @@ def scheduled_condition(read: Any, needle: str, timeout: float = 30) -> str:
     raise AssertionError(f"no PodScheduled message with {needle!r} after {timeout}s; last: {message!r}")
 
 
-def create_warning(kubeconfig: Path, name: str) -> str:
+def create_warning(kubectl: Path, kubeconfig: Path, name: str) -> str:
     """kubectl create of a GPU pod; its stderr, where kubectl prints the API server's warnings."""
     done = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", str(kubeconfig), "create", "-f", "-"],
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "create", "-f", "-"],
         input=json.dumps(gpu_pod(name)),
         capture_output=True,
         text=True,

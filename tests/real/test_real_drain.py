@@ -37,7 +37,6 @@ from sim.kit import podutil
 from sim.kit.kube import KubeError
 
 pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.kubectl]
-KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"
 NODES = ("cp-a", "cp-b")
 TIMINGS = {"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NAMESPACE}/leases"
@@ -55,8 +54,6 @@ def gpu_pod(name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", ["acquire", "follow"])
 def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, tmp_path: Path) -> None:
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     values = {"replicas": 2, "leaderElection": {"mode": mode, **TIMINGS}}
     options = ClusterSpec(
         control_plane="real", nodes=1, gpus_per_node=2, chart_values=values, replica_nodes=NODES
@@ -69,7 +66,7 @@ def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, t
         leader_pod, standby_pod = pod_name(leader), pod_name(standby)
         wait_for(lambda: leader_pod in pods.ready_since, 10, "the leader's pod to be Ready")
         wait_for(
-            lambda: pods.budget.status().get("currentHealthy") == 1, 10, "the budget to count the leader"
+            lambda: pods.budget_status().get("currentHealthy") == 1, 10, "the budget to count the leader"
         )
         # The budget protects the serving leader: an eviction without the cordon is refused.
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": leader_pod}}
@@ -80,7 +77,7 @@ def test_drain_of_the_leaders_node_completes(mode: str, real_binaries: object, t
         started = time.monotonic()
         drain = subprocess.Popen(
             [
-                str(KUBECTL),
+                str(stack.control_plane.kubectl()),  # the kubectl of this Kubernetes version
                 "--kubeconfig",
                 str(stack.kubeconfig),
                 "drain",

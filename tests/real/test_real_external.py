@@ -26,7 +26,8 @@ def test_kube_scheduler_without_extender_binds_by_itself(tmp_path: Path, real_bi
     with running_cluster(tmp_path / "run", options) as stack:
         kube = stack.kube
         assert kube is not None
-        assert set(stack.all_processes()) == {"etcd", "kube-apiserver", "nodes", "scheduler"}
+        control_plane = {"etcd", "kube-apiserver", "kube-controller-manager"}
+        assert set(stack.all_processes()) == {*control_plane, "nodes", "scheduler"}
         config = (stack.workdir / "scheduler" / "config.yaml").read_text()
         assert "extenders" not in config and "qps: 500" in config
         pod = {

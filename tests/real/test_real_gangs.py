@@ -40,7 +40,7 @@ from sim.controlplane.real import WORKLOAD_API_SINCE, minor_of
 from sim.kit.kube import Kube, pod_path, pool_manager
 from workers.worker import SWEEP_EVERY
 
-pytestmark = [pytest.mark.integration, pytest.mark.real]
+pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.versions("1.37", "1.38")]
 PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
 GANG_TTL = 3.0
 GPUS = 4

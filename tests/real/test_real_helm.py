@@ -51,7 +51,8 @@ from sim.emulator.testing import REPO_ROOT
 from sim.kit.kube import Kube, KubeError
 from sim.kit.processes import start_process
 
-pytestmark = [pytest.mark.integration, pytest.mark.real]
+# the chart's KubeSchedulerConfiguration (strict decoding) and RBAC on every supported kube-apiserver
+pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.versions("1.34", "1.37", "1.38")]
 
 # acquire: the worker holds a Lease of its own (follow mode would wait for a kube-scheduler sidecar's)
 INSTALL_VALUES: dict[str, Any] = {"leaderElection": {"mode": "acquire"}}

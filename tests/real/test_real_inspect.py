@@ -20,7 +20,7 @@ from sim.cluster.harness import create_pod, running_cluster
 from sim.cluster.spec import ClusterSpec
 from sim.emulator.testing import wait_for
 from sim.kit import podutil
-from sim.workload.inspection import KUBECTL, expected_usage, inspected, kubectl_dump
+from sim.workload.inspection import expected_usage, inspected, kubectl_dump
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 PODS = {"one": (1, 3000, 20), "two": (2, 8000, 0), "three": (1, 12000, 50)}  # gpus, MiB, cores
@@ -39,8 +39,6 @@ def gpu_pod(name: str, gpus: int, memory: int, cores: int) -> dict[str, Any]:
 
 
 def test_every_source_shows_the_annotations(real_binaries: object, tmp_path: Path) -> None:
-    if not KUBECTL.exists():
-        pytest.fail(f"kubectl is missing at {KUBECTL}: run `make tools` first")
     options = ClusterSpec(control_plane="real", nodes=2, gpus_per_node=2)
     with running_cluster(tmp_path / "cluster", options) as stack:
         kube = stack.kube
@@ -59,7 +57,8 @@ def test_every_source_shows_the_annotations(real_binaries: object, tmp_path: Pat
         assert {p for e in expected.values() for p in e["pods"]} == {f"default/{n}" for n in PODS}
 
         assert inspected("--kubeconfig", str(stack.kubeconfig)) == expected
-        dump = kubectl_dump(stack.kubeconfig, tmp_path / "cluster.json")
+        assert stack.control_plane is not None
+        dump = kubectl_dump(stack.kubeconfig, tmp_path / "cluster.json", stack.control_plane.kubectl())
         assert inspected("--cluster", str(dump)) == expected
         # /debug/state: only on the extender listener, to kube-scheduler's client certificate (issue 11)
         client = stack.workdir / "kube-scheduler-client"

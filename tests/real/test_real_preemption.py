@@ -153,6 +153,7 @@ def _setup(stack: Stack, gpu_pods: list[tuple[str, int]], cpu_pod: bool) -> tupl
     return kube, not_oversubscribed
 
 
+@pytest.mark.versions("1.34", "1.37", "1.38")
 def test_preemptor_evicts_the_fewest_gpu_holders_and_binds(real_binaries: object, tmp_path: Path) -> None:
     options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=2, zones=1)
     with running_cluster(tmp_path / "run", options) as stack:
@@ -196,6 +197,8 @@ def test_preemptor_evicts_the_fewest_gpu_holders_and_binds(real_binaries: object
         not_oversubscribed()
 
 
+# 1.38 asks the extender about zero-victim nodes (kubernetes#139270 fixed): there the pod preempts (issue 29)
+@pytest.mark.versions("1.34", "1.37")
 def test_gpu_memory_alone_never_reaches_the_preempt_verb(real_binaries: object, tmp_path: Path) -> None:
     options = ClusterSpec(control_plane="real", nodes=1, gpus_per_node=2, zones=1)
     with running_cluster(tmp_path / "run", options) as stack:

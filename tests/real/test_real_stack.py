@@ -10,7 +10,6 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from sim.controlplane.base import EXTENDER
 from sim.kit.kube import Kube, KubeError, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
-KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"
 POD = """
 apiVersion: v1
 kind: Pod
@@ -47,7 +45,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def kubectl(stack: Stack, *args: str, stdin: str = "") -> str:
     done = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", str(stack.kubeconfig), *args],
+        [str(stack.control_plane.kubectl()), "--kubeconfig", str(stack.kubeconfig), *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -20,7 +20,8 @@ from sim.cluster.spec import ClusterSpec
 from sim.controlplane.base import DEVICE_PLUGIN, EXTENDER
 from sim.kit.kube import Kube, KubeError, pod_path
 
-pytestmark = [pytest.mark.integration, pytest.mark.real]
+# matchConditions are CEL evaluated by each kube-apiserver version
+pytestmark = [pytest.mark.integration, pytest.mark.real, pytest.mark.versions("1.34", "1.37", "1.38")]
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 
 

@@ -36,6 +36,10 @@ def test_a_commands_settings_become_the_spec_and_the_rest_keep_their_defaults() 
             ClusterSpec(workload_api=True), "workload_api needs the real control plane", id="workload"
         ),
         pytest.param(ClusterSpec(from_image="x:1"), "from_image needs the real control plane", id="image"),
+        pytest.param(ClusterSpec(grace_scale=-1), "grace_scale and grace_cap must not be", id="grace-scale"),
+        pytest.param(
+            ClusterSpec(control_plane="real", grace_cap=-1), "grace_scale and grace_cap", id="grace-cap-real"
+        ),
         pytest.param(
             ClusterSpec(external=ExternalExtender(url="https://x")),
             "an external extender needs the real control plane",

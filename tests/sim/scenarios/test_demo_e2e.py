@@ -37,6 +37,7 @@ CHILDREN = {
     "real": {
         "etcd",
         "kube-apiserver",
+        "kube-controller-manager",
         "nodes",
         "worker",
         "extender",
@@ -94,7 +95,12 @@ def test_small_demo_run_keeps_every_invariant(tmp_path: Path, control_plane: str
         assert set(report["rejected"]) <= set(report["failed_scheduling"])
         for message in report["failed_scheduling"].values():
             assert any(reason in message for reason in HAMI_REASONS), message
-        assert set(report["versions"]) == {"etcd", "kube-apiserver", "kube-scheduler"}
+        assert set(report["versions"]) == {
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        }
     assert set(report["child_pids"]) == CHILDREN[control_plane]
     assert len(report["child_pids"]["service"]) >= 2  # the Gunicorn master and its workers
     assert report["children_left"] == []
