@@ -17,7 +17,7 @@ ifdef ETCD_VERSION
 export HAMI_ETCD_VERSION := $(ETCD_VERSION)
 endif
 
-.PHONY: setup lock tools kube test test-versions unit integration lint typecheck imports format demo bench bench-full chaos chart dashboard image image-e2e clean
+.PHONY: setup lock tools kube test test-versions unit integration lint typecheck imports format demo up down bench bench-full chaos chart dashboard image image-e2e clean
 
 setup: $(STAMP)
 
@@ -98,6 +98,19 @@ DEMO_VENDORS ?= nvidia,ascend910b3,nvidia+hygon,cambricon,nvidia,mthreads,ascend
 
 demo: setup
 	$(PY) -m sim demo --vendors $(DEMO_VENDORS) --report demo-report.json
+
+# The playground for kubectl (docs/real-control-plane.md "The playground"): the real control plane with our
+# scheduler and a node of every kind of DEMO_VENDORS (examples/ runs on it), in the background until
+# `make down`. It prints what to paste: `. $(UP_DIR)/env` (KUBECONFIG, and PATH with the kubectl of the
+# server's version, hami-scheduler and helm). UP_FLAGS adds `sim up` flags, e.g. UP_FLAGS=--workload-api.
+UP_DIR ?= .playground
+UP_FLAGS ?=
+comma := ,
+up: setup tools kube
+	$(PY) -m sim up --detach --workdir $(UP_DIR) --vendors $(DEMO_VENDORS) --nodes $(words $(subst $(comma), ,$(DEMO_VENDORS))) $(UP_FLAGS)
+
+down: setup
+	$(PY) -m sim down --workdir $(UP_DIR)
 
 bench: setup
 	$(PY) -m bench --quick --report bench-report.json

@@ -11,13 +11,14 @@ import argparse
 import importlib
 import sys
 
-from sim.kit.command import Command
+from sim.kit.command import Command, DefaultsHelpFormatter
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "chaos": (
         "sim.chaos.run:COMMAND",
         "the chaos storm: load, API faults, crashes and leader loss; a verdict",
     ),
+    "down": ("sim.scenarios.down:COMMAND", "stop the playground `sim up --detach` left running"),
     "demo": (
         "sim.scenarios.demo:COMMAND",
         "the playground: emulator, worker, service, GPU nodes, kube-scheduler",
@@ -25,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("sim.fuzz.run:COMMAND", "bad inputs and corrupt cluster state against the running service"),
     "nodes": ("sim.cluster.actors:NODES", "simulated GPU nodes: kubelet + HAMi device plugin (Allocate)"),
     "scheduler": ("sim.cluster.actors:SCHEDULER", "simulated kube-scheduler calling the extender"),
-    "up": ("sim.scenarios.up:COMMAND", "the whole stack in the foreground (real or emulated control plane)"),
+    "up": (
+        "sim.scenarios.up:COMMAND",
+        "the whole stack for kubectl, in the foreground or --detach (real or emulated control plane)",
+    ),
 }
 
 
@@ -51,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(args[:1])  # exits with status 2 and the list of commands
         return 2
     command = load(args[0])
-    sub = argparse.ArgumentParser(prog=f"python -m sim {args[0]}", description=COMMANDS[args[0]][1])
+    sub = argparse.ArgumentParser(
+        prog=f"python -m sim {args[0]}",
+        description=COMMANDS[args[0]][1],
+        formatter_class=DefaultsHelpFormatter,
+    )
     command.add_arguments(sub)
     return command.run(sub.parse_args(args[1:]))
 

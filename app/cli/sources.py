@@ -18,9 +18,11 @@ decode is left out and named in `problems`, and so is a pod carrying keys a devi
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -198,12 +200,57 @@ def fetch_state(
         with urllib.request.urlopen(target, timeout=timeout, context=context) as reply:
             return json.loads(reply.read())
     except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise CliError(f"{target}: HTTP 404: {_not_here(url)}") from None
         raise CliError(f"{target}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise CliError(f"{target}: {reason}") from None
+        raise CliError(f"{target}: {_told(exc, cert, target.startswith('https:'))}") from None
     except ValueError:
         raise CliError(f"{target}: the answer is not JSON") from None
+
+
+# Where /debug/state is (docs/security.md): only on the extender listener, kube-scheduler's, which requires
+# kube-scheduler's client certificate; the public listener (webhook, /readyz, /metrics) answers 404.
+CLIENT_FLAGS = (
+    "--cert <tls.crt> --key <tls.key> of the chart's Secret <release>-kube-scheduler-client "
+    "(`python -m sim up` prints the whole command)"
+)
+CLIENT_REFUSED = ("CERTIFICATE_REQUIRED", "UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")
+
+
+def _not_here(url: str) -> str:
+    host = urllib.parse.urlsplit(url).hostname or "<host>"
+    return (
+        "/debug/state is not served on this listener (the public one: webhook, /readyz, /metrics) but on the "
+        f"extender listener (the chart's extender.schedulerPort, 8444): --url https://{host}:8444 --ca-file "
+        f"<ca.crt of the chart's Secret <release>-tls> {CLIENT_FLAGS}"
+    )
+
+
+def _told(exc: OSError, cert: str | None, https: bool) -> str:
+    """One sentence for a failed connection: what the TLS refusal means and the flags that fix it."""
+    error = getattr(exc, "reason", None) if isinstance(exc, urllib.error.URLError) else exc
+    tls = str(getattr(error, "reason", "") or "") if isinstance(error, ssl.SSLError) else ""
+    if any(alert in tls for alert in CLIENT_REFUSED):
+        given = f"refused the client certificate {cert}" if cert else "requires a client certificate"
+        return (
+            f"the replica {given} ({tls}): this is its extender listener, where only kube-scheduler's is "
+            f"accepted: {CLIENT_FLAGS}"
+        )
+    if isinstance(error, http.client.RemoteDisconnected) and not https:
+        return f"{error}: the replica serves HTTPS only (--url https://...)"
+    if https and isinstance(error, ssl.SSLEOFError | ConnectionResetError):
+        # the same refusal when the server's alert is lost: it closed while our request was unread (RST)
+        return (
+            f"the replica closed the TLS connection ({error}): on its extender listener that is a missing "
+            f"or refused client certificate, where only kube-scheduler's is accepted: {CLIENT_FLAGS}"
+        )
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return (
+            f"the replica's certificate is not trusted ({error.verify_message}): pass the CA that signed it "
+            "with --ca-file (ca.crt of the chart's Secret <release>-tls), or --insecure"
+        )
+    return str(error or exc)
 
 
 def _use(raw: Any) -> DeviceUse:

@@ -81,7 +81,7 @@ def build(spec: ClusterSpec, stack: Stack) -> Kube:
         "HAMI_STATE_DIR": str(stack.workdir / "state"),
         "HAMI_REGISTRATION_INTERVAL": "2s",
         "HAMI_WORKER_METRICS_BIND": "127.0.0.1:0",
-        "HAMI_LOG_LEVEL": "WARNING",
+        "HAMI_LOG_LEVEL": spec.log_level,
         "HAMI_BIND": f"127.0.0.1:{port}",
         "HAMI_WORKERS": str(spec.workers),
         "PROMETHEUS_MULTIPROC_DIR": str(stack.workdir / "prometheus"),

@@ -292,7 +292,7 @@ def start_real_cluster(spec: ClusterSpec, stack: Stack) -> Kube:
     if external is not None:
         start_external(stack, setup, external, spec.scheduler, spec.scheduler_qps)
         return stack.kube
-    env = dict(spec.service_env)
+    env = {"HAMI_LOG_LEVEL": spec.log_level, **spec.service_env}
     if not spec.scheduler:
         env.setdefault("HAMI_LEADER_ELECT", "false")
     replicas = int(values.get("replicas") or 1)

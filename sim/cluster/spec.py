@@ -60,6 +60,9 @@ class ClusterSpec:
     workers: int = 2  # Gunicorn workers (HAMI_WORKERS)
     tls: bool = True  # emulator: serve HTTPS with a throwaway CA (the chart's servers always do)
     service_env: Mapping[str, str] = field(default_factory=dict)  # added to our processes' environment
+    # our processes' HAMI_LOG_LEVEL: WARNING where noise costs (tests, the demo); `sim up` says INFO, so the
+    # one-line-per-decision log (docs/metrics.md) is there
+    log_level: str = "WARNING"
     # real: the chart's values (`replicas`, `leaderElection`, ...), merged over the vendors' devices values
     chart_values: Mapping[str, Any] = field(default_factory=dict)
     replica_nodes: tuple[str, ...] = ()  # real: replica i runs as the pod on node i (sim.cluster.replicapods)

@@ -60,7 +60,7 @@ class SchedulerSpec:
     entry and profile name from the same dict. `hostname` is the replica's pod name (the real
     kube-scheduler's leader-election identity starts with it)."""
 
-    name: str  # process name, unique in the harness, starting with "kube-scheduler"
+    name: str  # process name, unique in the harness (its log: workdir/<name>.log)
     config: Mapping[str, Any]
     hostname: str = ""
     verbosity: int = 1

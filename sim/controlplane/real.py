@@ -58,7 +58,6 @@ from sim.emulator import tls
 from sim.kit.processes import ChildProcess, ProcessSet
 
 SERVICE_CIDR = "10.0.0.0/24"
-SCHEDULER_PREFIX = "kube-scheduler"
 WORKLOAD_API_SINCE = (
     1,
     37,
@@ -169,8 +168,11 @@ class RealControlPlane:
             self._start_controller_manager()
 
     def stop(self) -> None:
-        schedulers = [n for n in self.children.children if n.startswith(SCHEDULER_PREFIX)]
-        self.children.stop_all([*schedulers, controllermanager.NAME, "kube-apiserver", "etcd"])
+        # its clients first (kube-controller-manager, every kube-scheduler whatever its name): kube-apiserver
+        # waits for their connections and was SIGKILLed after the 10 s timeout while the default scheduler
+        # was still up
+        clients = [n for n in self.children.children if n not in ("kube-apiserver", "etcd")]
+        self.children.stop_all([*clients, "kube-apiserver", "etcd"])
 
     def processes(self) -> dict[str, ChildProcess]:
         return dict(self.children.children)

@@ -15,6 +15,17 @@ from typing import Any
 from sim.kit.kube import atomic_write_json
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` with each option's default, except where there is none to show (None, "", a flag's
+    True or False, a required option)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        default = action.default
+        if default is None or isinstance(default, bool) or default == "" or action.required:
+            return action.help
+        return super()._get_help_string(action)
+
+
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its arguments and its entry point (returns the exit status)."""
