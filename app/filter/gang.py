@@ -129,13 +129,12 @@ def hold(context: Context, quorum: Quorum, write: Write) -> None:
     """Hold a planned member's allocation write until its quorum holds reservations, then send every held
     write of the gang (this one included) from here.
 
-    Why: kube-scheduler requeues a pod when the pod itself is updated, and the allocation write is such an
-    update. A gang kube-scheduler abandons after our /filter accepted some members (one member does not fit
-    its CPU, say) would otherwise be retried at once by our own writes, reserve again, write again, and
-    keep its devices held for as long as it keeps failing. Held, nothing is written for an attempt that
-    does not reach the quorum: its rows expire after the gang TTL and nothing moves the gang until a
-    cluster event does. The binds wait for the write as for any deferred write (HAMI_BIND_WRITE_WAIT):
-    kube-scheduler binds a gang's members after its whole pod group cycle, when the quorum is reserved."""
+    Why: an attempt kube-scheduler abandons after our /filter accepted some members (one member does not
+    fit its CPU, say) would otherwise write HAMi's annotations on those members — pod updates for nothing,
+    annotations to clean up after the gang TTL, and members carrying a claim on devices nobody holds.
+    Held, nothing is written for an attempt that does not reach the quorum. The binds wait for the write as
+    for any deferred write (HAMI_BIND_WRITE_WAIT): kube-scheduler binds a gang's members after its whole pod
+    group cycle, when the quorum is reserved (docs/gangs.md)."""
     store = PodGroups(context.ledger)
     store.hold_write(write.ref.uid, quorum, write.allocation, encoded(write))
     writer = context.writer
