@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from app.core.dra import DraFacts
+from app.core.model import NodeDevices
 from app.k8s.client import Kube
 from app.k8s.events import EventRecorder
 from app.state.drafacts import DraReader
@@ -77,6 +78,12 @@ class Context:
         if snapshot is not None:
             self.fastpath.warm(snapshot, self.usage)
         gc.freeze()  # all of it is long-lived: keep it out of full garbage collections (app.state.inventory)
+
+    def node_devices(self, name: str) -> NodeDevices | None:
+        """The node's devices as this worker's inventory has them (what the ledger keeps H1 with)."""
+        snapshot = self.inventory.current()
+        record = snapshot.nodes.get(name) if snapshot is not None else None
+        return record.devices if record is not None else None
 
     def refresh(self) -> Snapshot | None:
         """Bring the usage view up to date with the ledger; return the current inventory."""

@@ -23,6 +23,7 @@ from app.metrics import ALLOCATION_WRITE_SECONDS, ReplicaCollector, init_metrics
 from app.routes import bench, debug, extender, health, webhook
 from app.routes.common import CONTEXT_KEY, finish_body, guard_body, json_response
 from app.state import gauges
+from app.state.holdstore import Judge
 from app.state.inventory import InventoryCache
 from app.state.ledger import Ledger
 from app.state.snapshot import Snapshot
@@ -55,6 +56,7 @@ def build_context(settings: Settings) -> Context:
         events=events,
         writer=writer,
     )
+    ledger.use_judge(Judge(context.node_devices, settings.vendors, context.clock))  # H1 on every write
     context.warm()  # before the worker accepts requests, so that no request pays for the first load
     return context
 

@@ -36,7 +36,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
 
@@ -136,6 +136,19 @@ class WorkerMetrics:
         self.rebuilds = Counter(
             "hami_worker_ledger_rebuilds", "Ledger rebuilds from a fresh pod list", registry=r
         )
+        # held reservations and freed capacity (docs/held-reservations.md; the endings: `HoldEndings`)
+        self.holds = Gauge(
+            "hami_worker_holds",
+            "Live held reservations in this replica's ledger, by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.freed_touches = Counter(
+            "hami_worker_freed_touches",
+            "Node touches telling kube-scheduler that capacity came back without an API event, by result",
+            ["result"],
+            registry=r,
+        )
         self.handovers = Counter(
             "hami_worker_handovers",
             "Hand-overs of leadership because this replica's node was cordoned (drain)",
@@ -162,6 +175,22 @@ class WorkerMetrics:
             "Registered nodes whose GPUs a DRA driver also publishes in ResourceSlices (refused by /filter)",
             registry=r,
         )
+
+
+class HoldEndings(Collector):
+    """`hami_worker_hold_endings_total{kind, cause}`: held reservations ended since the ledger file was made,
+    counted by every process in the transaction that ended them (app/state/holdstore.py), read at scrape."""
+
+    def __init__(self, endings: Callable[[], dict[tuple[str, str], int]]) -> None:
+        self._endings = endings
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "hami_worker_hold_endings", "Held reservations ended, by kind and cause", labels=["kind", "cause"]
+        )
+        for (kind, cause), count in sorted(self._endings().items()):
+            family.add_metric([kind, cause], count)
+        yield family
 
 
 def parse_bind(bind: str) -> tuple[str, int]:

@@ -19,19 +19,22 @@ cleared when the worker starts, before its informers list again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.core import pods
 from app.core.gang import group_of, podgroup_facts
+from app.core.holds import Hold
 from app.core.pods import PodError
 from app.k8s.client import Kube
 from app.k8s.errors import ApiError
 from app.k8s.watching import Target
 from app.k8s.workload import podgroups_served
 from app.state.ledger import Ledger
-from app.state.podgroups import MemberFacts, PodGroups
+from app.state.podgroups import Gang, MemberFacts, PodGroups
 from workers.informers import DELETED, Change, Informer, by_name
+from workers.reconcile import GONE_GRACE
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +91,14 @@ def _same(a: MemberFacts, b: MemberFacts) -> bool:
 class GangWatch:
     """The PodGroup informer (once the API serves PodGroups) and the member rows; one per worker."""
 
-    def __init__(self, kube: Kube, ledger: Ledger, on_restart: Callable[[str, str], None]) -> None:
-        self._kube = kube
+    def __init__(
+        self,
+        kube: Kube,
+        ledger: Ledger,
+        on_restart: Callable[[str, str], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._kube, self._clock = kube, clock
         self._on_restart = on_restart
         self.store = PodGroups(ledger)
         self.informer: Informer | None = None
@@ -128,6 +137,15 @@ class GangWatch:
         self.informer.start()
         logger.info("watching PodGroups (scheduling.k8s.io/v1beta1)")
         return True
+
+    def gang_gone(self, hold: Hold) -> str:
+        """Why a slot's gang plan no longer stands (`plan_gone`), for the hold sweep (workers/holdsweep.py);
+        "" until the PodGroup informer has listed (an empty table would read as every PodGroup deleted)."""
+        informer = self.informer
+        if informer is None or not informer.synced.is_set():
+            return ""
+        namespace, _, name = hold.owner.partition("/")
+        return plan_gone(hold, self.store.gang(namespace, name), self._clock())
 
     def stop(self) -> None:
         if self.informer is not None:
@@ -186,3 +204,19 @@ class GangWatch:
         for uid in gone:
             self._members.pop(uid, None)
         self._members.update(current)
+
+
+def plan_gone(hold: Hold, gang: Gang | None, now: float) -> str:
+    """Why a slot of a gang plan no longer stands (docs/held-reservations.md rule 6), "" while it does: its
+    PodGroup deleted, its member deleted (once the slot is older than GONE_GRACE: a member filtered
+    before the informer saw it) or bound (its slot was not consumed), or the quorum bound."""
+    if gang is None:
+        return f"PodGroup {hold.owner} deleted"
+    member = next((m for m in gang.members if m.uid == hold.slot), None)
+    if member is None:
+        return f"a planned member of {hold.owner} deleted" if now - hold.created_at > GONE_GRACE else ""
+    if member.bound:
+        return f"a planned member of {hold.owner} bound"
+    if gang.bound >= gang.group.min_count:
+        return f"the quorum of {hold.owner} bound"
+    return ""

@@ -37,9 +37,11 @@ applies them to the shared ledger.
    that keeps the rows written by our Gunicorn workers since the list began (a pod filtered and bound
    while the list ran would otherwise be missing from both) and the `assumed`/`confirmed` rows younger
    than the TTL (they win over a rebuilt in-flight row; a rebuilt `bound` row wins over them). Rebuilt
-   in-flight rows are `confirmed` (their annotations are on the pod) and dated by their
-   `vgpu-time`/`bind-time`. Live events are held back (one lock) while the list and the replacement run,
-   then applied in order, so nothing that happens during the list is lost.
+   in-flight rows are `confirmed` (their annotations are on the pod), dated by their
+   `vgpu-time`/`bind-time` and marked `rebuilt` (a previous leader's bind may be landing: no filter
+   replaces them before reading the pod, docs/ledger-writers.md). Live events are held back (one lock)
+   while the list and the replacement run, then applied in order, so nothing that happens during the list
+   is lost.
 5. Rebuild equals live: `compare` checks a rebuild against the ledger, ignoring in-flight rows (HAMi
    #2812/#2876, Koordinator #1289); tests prove it for random event streams.
 6. A bound pod's allocation is immutable for the ledger: the device plugin handed those devices to the
@@ -52,7 +54,7 @@ applies them to the shared ledger.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.core import pods
@@ -61,11 +63,11 @@ from app.core.gang import group_of
 from app.core.nodelock import BIND_TIME
 from app.core.pods import PodError
 from app.core.vendor import Vendor
-from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, RowState
+from app.state.ledger import BOUND, CONFIRMED, Entry, RowState
 from app.state.podentry import entry_for
+from app.state.rows import BIND_REBUILT, IN_FLIGHT
 from workers.informers import DELETED, Change, by_uid
 
-IN_FLIGHT = (ASSUMED, CONFIRMED)
 GONE_GRACE = 10.0  # seconds a row may exist before its pod reaches our informer
 
 
@@ -102,19 +104,10 @@ def inflight_since(pod: Mapping[str, Any]) -> float | None:
 
 
 def same(a: Entry | None, b: Entry | None) -> bool:
-    """Equal in everything but the time it was written."""
+    """Equal in everything but the time it was written (the pod's facts and the bind mark included)."""
     if a is None or b is None:
         return a is b
-    return (a.uid, a.namespace, a.name, a.node, a.state, dict(a.uses), dict(a.quota), a.allocation) == (
-        b.uid,
-        b.namespace,
-        b.name,
-        b.node,
-        b.state,
-        dict(b.uses),
-        dict(b.quota),
-        b.allocation,
-    )
+    return replace(a, updated_at=0.0) == replace(b, updated_at=0.0)
 
 
 def describe(pod: Mapping[str, Any]) -> str:
@@ -169,6 +162,7 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
                 if since is None or now - since > rules.ttl_for(pod):
                     continue
                 entry = entry_for(pod, rules.vendors, rules.schedulers, CONFIRMED, since)
+                entry = replace(entry, bind=BIND_REBUILT) if entry is not None else None
         except ValueError as exc:  # CodecError, PodError or any other malformed value
             problems.append((describe(pod), str(exc)))
             continue

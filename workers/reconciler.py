@@ -114,10 +114,11 @@ class Reconciler:
             self.ledger.upsert(upserts)
         if not removals:
             return set()
-        if read is None:
-            self.ledger.remove(removals)
+        if read is None:  # a pending pod deleted: kube-scheduler sees no event that frees its devices
+            self.ledger.remove(removals, free=("pending pod deleted", self._clock()))
             return set(removals)
-        return set(self.ledger.remove_unchanged(read[uid] for uid in removals))
+        freeing = ("expired reservation swept", self._clock())
+        return set(self.ledger.remove_unchanged((read[uid] for uid in removals), free=freeing))
 
     def handle(self, changes: Sequence[Change]) -> None:
         """The pod informer's handler (rule 2); the last event of a pod in the batch wins."""

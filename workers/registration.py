@@ -127,6 +127,11 @@ class Registrar:
         except (SnapshotError, KeyError, TypeError, ValueError, IndexError):
             self.last = None
 
+    def node_devices(self, name: str) -> NodeDevices | None:
+        """The node's devices as the last published inventory has them (the ledger keeps H1 with them)."""
+        record = self.last.nodes.get(name) if self.last is not None else None
+        return record.devices if record is not None else None
+
     def node_changed(self, name: str, at: float | None) -> None:
         """The node informer saw the node change (`at`) or go (None)."""
         with self._seen_lock:

@@ -56,12 +56,15 @@ def _init_statuses(raw: Any) -> list[dict[str, Any]]:
 
 
 def pod_shape(vendors: Iterable[Vendor]) -> Shape:
+    """What a ledger row needs of a pod: its allocation annotations and requests, node, scheduler, phase,
+    init containers' exits, and its facts (priority, start or creation time, deletion, PodGroup:
+    app/core/podfacts.py)."""
     vendors = tuple(vendors)
     allocated = set(podkeys.declared(vendors))  # every key a vendor writes, by its declaration
     allocated |= {key for v in vendors for key in v.reads.pod_annotations}
 
     def shape(pod: Mapping[str, Any]) -> dict[str, Any]:
-        metadata = _metadata(pod, "labels", "deletionTimestamp")
+        metadata = _metadata(pod, "labels", "deletionTimestamp", "creationTimestamp")
         owners = _mapping(pod.get("metadata")).get("ownerReferences")
         if isinstance(owners, list) and owners:  # who made the pod (workers/notices.py), not the whole list
             metadata["ownerReferences"] = [_pick(_mapping(o), ("kind", "name")) for o in owners]
@@ -80,7 +83,7 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
                 "initContainers": _containers(spec.get("initContainers")),
             },
             "status": {
-                **_pick(status, ("phase",)),
+                **_pick(status, ("phase", "startTime")),
                 "initContainerStatuses": _init_statuses(status.get("initContainerStatuses")),
             },
         }

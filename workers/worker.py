@@ -15,7 +15,9 @@ takes long, in this order of priority:
 3. every ten seconds the ledger sweep, every five minutes the tombstone prune, and on the synced leader
    every ten minutes an audit (a rebuild from a fresh list compared with the ledger; applied only on drift);
 4. on the synced leader, every HAMI_REGISTRATION_INTERVAL, the capacity annotation (workers/capacity.py):
-   written where it changed, removed where HAMI_PUBLISH_CAPACITY is off.
+   written where it changed, removed where HAMI_PUBLISH_CAPACITY is off;
+5. every step (about a second), the held reservations' sweep (workers/holdsweep.py) and, on the synced
+   leader, the touches that tell kube-scheduler that capacity came back (workers/freedtouch.py).
 
 The leader's API writes (handshakes, role labels, abandoned node locks: workers/leaderwrites.py) each
 re-ask the elector first, so losing leadership stops them at once.
@@ -39,6 +41,7 @@ from app.k8s.errors import ApiError
 from app.k8s.events import EventRecorder
 from app.k8s.watching import Target
 from app.state import gauges
+from app.state.holdstore import Judge
 from app.state.ledger import Ledger
 from app.state.status import HEARTBEAT_MAX_AGE
 from config.settings import Settings
@@ -46,11 +49,13 @@ from workers import shapes
 from workers.capacity import CapacityPublisher
 from workers.dra import DraCheck, registered_nodes
 from workers.election import AcquireLease, AlwaysLeader, Elector, FollowLease
+from workers.freedtouch import FreedTouch
 from workers.handover import Handover
 from workers.handover import node_shape as handover_node_shape
+from workers.holdsweep import HoldSweep
 from workers.informers import DELETED, Change, Informer, by_name
 from workers.leaderwrites import LeaderWrites
-from workers.metrics import LockAges, MetricsServer, WorkerMetrics
+from workers.metrics import HoldEndings, LockAges, MetricsServer, WorkerMetrics
 from workers.notices import AdmissionNotices
 from workers.phantoms import Phantom, release
 from workers.podgroups import GangWatch
@@ -60,6 +65,7 @@ from workers.reconciler import Reconciler
 from workers.registration import Pass, Registrar
 from workers.statemetrics import StateMetrics
 from workers.status import StatusLoop
+from workers.timers import Timer, never
 
 logger = logging.getLogger(__name__)
 
@@ -67,18 +73,6 @@ DEBOUNCE = 0.3  # seconds to gather node/quota changes into one pass
 SWEEP_EVERY = 10.0
 PRUNE_EVERY = 300.0
 AUDIT_EVERY = 600.0
-
-
-class _Timer:
-    def __init__(self, every: float, now: float, *, first: float | None = None) -> None:
-        self.every = every
-        self.due = now + (every if first is None else first)
-
-    def fire(self, now: float) -> bool:
-        if now < self.due:
-            return False
-        self.due = now + self.every
-        return True
 
 
 class Worker:
@@ -109,6 +103,9 @@ class Worker:
             release=self._release_phantom,
         )
         self.registrar = Registrar(vendors, settings.state_dir, self.metrics)
+        self._reconcile_ledger.use_judge(
+            Judge(self.registrar.node_devices, vendors, clock)
+        )  # H1 on every write
         self.capacity = CapacityPublisher(kube, settings, clock, self.metrics.capacity_patches)
         self.dra = DraCheck(kube, vendors, self._reconcile_ledger, self.metrics, clock)
         self.state_metrics = StateMetrics(
@@ -119,7 +116,7 @@ class Worker:
             settings.legacy_metrics,
         )
         restart = self._count_restart
-        self.gangs = GangWatch(kube, self._reconcile_ledger, restart)
+        self.gangs = GangWatch(kube, self._reconcile_ledger, restart, clock)
         self.nodes = Informer(
             kube,
             Target("nodes", label_selector=settings.node_label_selector),
@@ -152,6 +149,11 @@ class Worker:
         )
         self.informers = [self.nodes, *self.pods.informers, self.quotas]
         self.metrics.registry.register(LockAges(self.nodes.items, clock, [s.annotation for s in self.locks]))
+        self.metrics.registry.register(HoldEndings(self._status_ledger.hold_endings))
+        self.hold_sweep = HoldSweep(
+            self._reconcile_ledger, self.pods.get, clock, self.metrics, gang_gone=self.gangs.gang_gone
+        )
+        self.freed = FreedTouch(kube, self._reconcile_ledger, clock, self.metrics)
         self.elector = self._elector()
         self.own_node: Informer | None = None
         self.handover: Handover | None = None
@@ -292,12 +294,12 @@ class Worker:
 
     def _loop(self) -> None:
         now = time.monotonic()
-        registration = _Timer(self.settings.registration_interval, now, first=0.0)
-        sweep = _Timer(SWEEP_EVERY, now, first=0.0)
-        locks = _Timer(self.settings.lock_sweep_interval, now)
-        prune = _Timer(PRUNE_EVERY, now)
-        audit = _Timer(AUDIT_EVERY, now)
-        capacity = _Timer(self.settings.registration_interval, now, first=0.0)
+        registration = Timer(self.settings.registration_interval, now, first=0.0)
+        sweep = Timer(SWEEP_EVERY, now, first=0.0)
+        locks = Timer(self.settings.lock_sweep_interval, now)
+        prune = Timer(PRUNE_EVERY, now)
+        audit = Timer(AUDIT_EVERY, now)
+        capacity = Timer(self.settings.registration_interval, now, first=0.0)
         synced_term = 0
         while not self._stop.is_set():
             self.status.alive()
@@ -313,6 +315,8 @@ class Worker:
                     self._register(term)
                 self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
                 self.gangs.discover(time.monotonic())
+                self.hold_sweep.run()  # every step (~1 s): freed capacity is heard within seconds
+                self.freed.step(self._leading(term) if term and term == synced_term else never)
                 if self.handover is not None and self.own_node is not None:
                     own = self.own_node.items()  # the one node of the field selector, if it exists
                     self.handover.step(own[0] if own else None, bool(term))
@@ -398,7 +402,7 @@ class Worker:
         moment = datetime.fromtimestamp(self._clock(), UTC)
         self.leader_writes.release_abandoned_locks(self.nodes.items(), moment, self._leading(term))
 
-    def _housekeeping(self, synced_leader: bool, sweep: _Timer, prune: _Timer, audit: _Timer) -> None:
+    def _housekeeping(self, synced_leader: bool, sweep: Timer, prune: Timer, audit: Timer) -> None:
         now = time.monotonic()
         if sweep.fire(now):
             for state, count in self.reconciler.sweep(self.pods.get, self._fetch_pod).items():

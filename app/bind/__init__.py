@@ -1,6 +1,7 @@
 """The Bind verb (kube-scheduler's `bindVerb`): node lock -> re-check -> bind-phase `allocating` -> Binding.
 
-- usecase.py: the use case and its compensation (every failure releases our lock and forgets the row);
+- usecase.py: the use case;
+- undo.py: its compensation (a failure releases our lock and forgets the row; an unknown outcome marks it);
 - wait.py: its bounded waits (this replica's allocation write; the node locks);
 - outcome.py: the answer and how its steps fail.
 

@@ -48,7 +48,8 @@ Invariants owned here:
   so we never release the lock of a pod the device plugin is about to serve. When the re-reads that would
   tell fail too, the bind answers an Error but keeps the lock and the reservation: if the pod is bound,
   the device plugin needs the one and the capacity the other; if not, the lock is taken over once the
-  attempt is stale and the reservation is replaced by the next filter or swept after HAMI_INFLIGHT_TTL.
+  attempt is stale, and the reservation, marked `unknown`, is replaced by the next filter only once a read
+  of the pod shows it unbound (app/filter/rowguard.py), or swept after HAMI_INFLIGHT_TTL.
 - The lock value names the pod by namespace/name only, so a pod recreated under the same name re-enters
   it; the old incarnation's failure path never releases a lock once the name belongs to another UID.
 """
@@ -57,11 +58,12 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
+from app.bind import undo
 from app.bind.outcome import (
     BINDING_FAILED_REASON,
     BINDING_UNKNOWN,
@@ -96,9 +98,10 @@ from app.core.vendor import InvalidRequest, locks_for
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
-from app.k8s.nodelock import Held, LockContention, release_all
+from app.k8s.nodelock import Held, LockContention
 from app.state.ledger import BOUND, CONFIRMED, Entry
 from app.state.podentry import entry_for
+from app.state.rows import BIND_RUNNING
 
 logger = logging.getLogger(__name__)
 
@@ -126,12 +129,14 @@ def _neighbours(context: Context, ref: PodRef, node: str) -> dict[str, dict[str,
     return uses
 
 
-def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -> None:
+def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str, token: str) -> None:
     """With the node lock held: re-check the pod's allocation against the other pods on `node` — as the API
-    shows them now, and as this replica's ledger holds them — and record it (a pod another replica
-    filtered is adopted as `confirmed`; our own row keeps its state). The row is dated now: the bind
-    restarts the in-flight TTL, as its `hami.io/bind-time` does for a rebuild (workers/reconcile.py rule
-    1), so the leader's sweep never judges the row it just re-checked stale and unchanged (issue 19)."""
+    shows them now, and as this replica's ledger holds them — and record it (`confirmed`, a pod another
+    replica filtered adopted so; a `bound` row stays bound), marked with this bind's `token`: from here on
+    the binding may be sent, and no filter replaces the row (docs/ledger-writers.md). The row is dated
+    now: the bind restarts the in-flight TTL, as its `hami.io/bind-time` does for a rebuild
+    (workers/reconcile.py rule 1), so the leader's sweep never judges the row it just re-checked stale and
+    unchanged (issue 19)."""
     who = f"pod {ref.namespace}/{ref.name}"
     settings = context.settings
     try:
@@ -147,9 +152,6 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
     if record is None:
         raise Failed(f"node {node} is not in the GPU inventory; {who} will be filtered again", RECHECK)
     on_api = _neighbours(context, ref, node)
-    existing = context.ledger.get(ref.uid)
-    if existing is not None:
-        adopted = replace(adopted, state=existing.state)
     why = ""
 
     def check(in_ledger: dict[str, dict[str, DeviceUse]]) -> Entry | None:
@@ -158,7 +160,7 @@ def _recheck(context: Context, pod: Mapping[str, Any], ref: PodRef, node: str) -
         why = misfit(record.devices, others, adopted.uses, settings.vendors)
         return None if why else adopted
 
-    if context.ledger.record_checked(ref.uid, node, check) is None:
+    if context.ledger.record_checked(ref.uid, node, check, token) is None:
         raise Failed(f"{who} no longer fits on node {node} ({why}); it will be filtered again", RECHECK)
 
 
@@ -294,6 +296,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         outcome.reason = NOT_LEADER
         return outcome
     ref = PodRef(namespace, name, uid)
+    token = BIND_RUNNING + secrets.token_hex(6)  # this attempt's mark on the row it re-checks
     held: list[Held] = []
     binding_sent = False  # from here on the pod may be bound: an unexpected failure undoes nothing
     try:
@@ -323,7 +326,7 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
             outcome.phases["lock"] = time.perf_counter() - mark
         if requests.any:
             mark = time.perf_counter()
-            _recheck(context, pod, ref, node)
+            _recheck(context, pod, ref, node, token)
             outcome.phases["recheck"] = time.perf_counter() - mark
         mark = time.perf_counter()
         _stamp(context, pod, ref, node)
@@ -355,7 +358,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         else:
             outcome.reason = LOCK_CONTENDED if isinstance(failure, LockContention) else LOCK_ERROR
         if not isinstance(failure, Failed) or failure.compensate:
-            _compensate(context, ref, node, held)
+            undo.compensate(context, ref, node, held, token)
+        elif failure.reason == BINDING_UNKNOWN:
+            undo.unknown(context, ref, token)
         if event and context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, event)
         outcome.error = message
@@ -364,7 +369,9 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
         logger.exception("bind failed unexpectedly", extra={"pod": f"{namespace}/{name}", "node": node})
         outcome.reason = INTERNAL
         if not binding_sent:
-            _compensate(context, ref, node, held)
+            undo.compensate(context, ref, node, held, token)
+        else:
+            undo.unknown(context, ref, token)
         outcome.error = f"internal error: {type(exc).__name__}: {exc}"
         if context.settings.events_enabled:
             context.events.record(ref, WARNING, BINDING_FAILED, outcome.error)
@@ -373,21 +380,3 @@ def bind_pod(context: Context, namespace: str, name: str, uid: str, node: str) -
     if context.settings.events_enabled:
         context.events.record(ref, NORMAL, BINDING_SUCCEED, binding_success_event(node, namespace, name))
     return outcome
-
-
-def _compensate(context: Context, ref: PodRef, node: str, held: list[Held]) -> None:
-    """Release our locks (only ours, every one) and forget the in-flight reservation of the pod being bound
-    (only its); each step is attempted even if one fails, whatever it fails with, and nothing raises."""
-    if held:
-        # If even a release fails, the next binder takes that lock over once this unbound holder's bind
-        # attempt is stale (app.core.nodelock.classify_holder) or, for a vendor lock, once it expires.
-        try:
-            release_all(context.kube, node, ref.namespace, ref.name, held, ref.uid)
-        except ApiError:
-            pass
-        except Exception:  # the answer must still be an Error; the stale rule takes over
-            logger.exception("could not release the node locks", extra={"pod": f"{ref.namespace}/{ref.name}"})
-    try:
-        context.ledger.forget_in_flight(ref.uid, ref.namespace, ref.name)
-    except Exception:  # e.g. SQLite busy: the in-flight TTL sweep removes the row later
-        logger.exception("could not forget the reservation", extra={"pod": f"{ref.namespace}/{ref.name}"})

@@ -31,7 +31,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from app.cli.keytable import TYPE
+from app.cli.common import TYPE
 from app.core.podkeys import CORE_KEYS, OPT_OUT_LABELS, SCHEDULER_OWNED_PREFIXES
 from app.core.vendor import ALLOCATION, ResourceNames, Vendor
 from app.devices import REGISTRY, Family

@@ -81,6 +81,7 @@ def load_disabled(device_config: str | None) -> dict[str, str]:
         raise CliError(f"{device_config}: {exc}") from None
 
 
+TYPE = "<type>"  # a family's vendors that differ only by their type word (Ascend chips, Iluvatar chips)
 _LIST_KINDS = {"NodeList": "Node", "PodList": "Pod", "ResourceQuotaList": "ResourceQuota"}
 
 

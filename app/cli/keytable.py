@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from app.cli.common import load_vendors
+from app.cli import chartscope
+from app.cli.common import TYPE, load_vendors
 from app.core.podkeys import CORE_KEYS
 from app.core.vendor import ALLOCATION, FLAG, PodKey, Vendor, unchanged
 from app.devices import REGISTRY
@@ -25,7 +26,6 @@ from app.devices.common.config import DeviceConfigError
 EXAMPLE = """examples:
   hami-scheduler keys                                  # every vendor family (the table of docs/security.md)
   hami-scheduler keys --device-config device-config.yaml --plugins"""
-TYPE = "<type>"  # a family's vendors that differ only by their type word (Ascend chips, Iluvatar chips)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,8 +117,6 @@ def plugins(families: Sequence[tuple[str, tuple[Vendor, ...]]]) -> str:
 
 def run(args: argparse.Namespace) -> str:
     if args.chart:
-        from app.cli import chartscope  # the chart's data depends on this module's families, not vice versa
-
         return chartscope.run(args)
     enabled = args.device_config and [("enabled", load_vendors(args.device_config))]
     families = enabled or every_family()

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cli import drasection, gangsection
+from app.cli import drasection, gangsection, holdsection
 from app.cli.common import CliError, load_cluster
 from app.cli.gangsection import GangView
 from app.core import podkeys, pods
@@ -41,6 +41,7 @@ from app.core.model import DeviceInfo, DeviceUse, NodeDevices
 from app.core.nodelock import BIND_PHASE
 from app.core.reservations import reservation_from_pod
 from app.core.vendor import Vendor, node_locks
+from app.state.holdjson import HeldView
 
 
 def lock_keys(vendors: Sequence[Vendor]) -> tuple[str, ...]:
@@ -58,6 +59,7 @@ class Loaded:
     gangs: list[GangView] = field(
         default_factory=list
     )  # PodGroups and their members (app/cli/gangsection.py)
+    holds: list[HeldView] | None = None  # a replica's held reservations (holdsection.py); None: not read
 
 
 def from_objects(
@@ -285,4 +287,8 @@ def from_state(state: Any, url: str) -> Loaded:
         raise CliError(f"{url}: unexpected /debug/state content ({type(exc).__name__}: {exc})") from None
     loaded.dra = drasection.from_state(state)
     loaded.gangs = gangsection.from_state(state) or []
+    try:
+        loaded.holds = holdsection.from_state(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(f"{url}: unexpected /debug/state holds ({type(exc).__name__}: {exc})") from None
     return loaded

@@ -6,17 +6,20 @@ filtered, this decides for the quorum before anything is reserved for the member
 
 - the quorum: the PodGroup's `minCount`, less the members bound, less the other members that hold an
   in-flight reservation (placed earlier in this cycle, or in one kube-scheduler has not finished), less
-  the members that ask for no device; what is left must be placed, the asker among them;
+  the members that ask for no device; what is left must be placed, the asker among them unless its own
+  reservation places it;
 - the plan (app/core/gangplan.py): every member to place, each with its own requests, policies and quota
   view, on the nodes kube-scheduler offered this member, on the usage as the asker sees it — every
   reservation but its own, and every hold that blocks it (docs/held-reservations.md);
 - cannot: every node of this member is answered with the gang and the shortfall ("gang default/train-1:
   devices for 5 of 8 members"), nothing is reserved, and the member's own earlier reservation, if it is
   still in flight, is released;
-- can: the member is filtered as a single pod, and its allocation write is held until the quorum holds
-  reservations (`hold`). (Holding the plan itself as one held reservation, so that the members never race
-  each other or a lower-priority pod for the last devices, needs the ledger's holds
-  (docs/held-reservations.md); until they exist the plan is checked, not held.)
+- can: the plan is held as one held reservation (app/filter/gangholds.py: a slot per planned member, so
+  that the members never race each other or a lower-priority pod for the last devices), the member is
+  filtered as a single pod — its own slot does not count against it, the others' do — and its allocation
+  write is held until the quorum holds reservations (`hold`);
+- a gang whose placed quorum kube-scheduler did not bind within the gang TTL is refused for a while
+  (app/core/gang.py `next_attempt`): kube-scheduler retries it from its backoff queue whatever changed.
 
 Which PodGroups exist and who their members are comes from the ledger file (app/state/podgroups.py, kept by
 the registration worker): no API call here. Without the Workload API (Kubernetes before 1.37, or the gate
@@ -38,15 +41,20 @@ from app.core.gang import (
     KNOWN_TOPOLOGY,
     REGION_KEY,
     abandoned_reason,
+    gang_priority,
     group_of,
     next_attempt,
     shortfall_reason,
     topology_reason,
 )
 from app.core.gangplan import Member, plan, shape_of
+from app.core.holds import gang_key
 from app.core.model import NodeUse
+from app.core.podfacts import asker_of
 from app.core.pods import PodError
+from app.core.usage import sum_uses
 from app.core.vendor import InvalidRequest
+from app.filter import gangholds
 from app.filter.outcome import FilterOutcome
 from app.filter.write import Write, decoded, encoded
 from app.k8s.events import WARNING, PodRef
@@ -75,54 +83,73 @@ def gate(
         return None
     store = PodGroups(context.ledger)
     gang = store.gang(probe.namespace, name)
-    key = f"{probe.namespace}/{name}"
     if gang is None:
         if store.served() is False:
             return None  # no Workload API: the field means nothing to kube-scheduler either
+        who = f"{probe.namespace}/{name}"
         return FilterOutcome(
-            error=f"hami-scheduler: gang {key}: PodGroup not seen yet; retry later", denial="gang-unknown"
+            error=f"hami-scheduler: gang {who}: PodGroup not seen yet; retry later", denial="gang-unknown"
         )
     group = gang.group
     if not group.is_gang:
         return None
     uid = pods.uid(pod)
+    now, asker, owner = context.clock(), asker_of(pod), group.key
+    key = gang_key(owner)
     bound = [m for m in gang.members if m.bound]
     reserved = [m for m in gang.members if m.uid != uid and not m.bound and _in_flight(context, m.uid)]
     waiting = [m for m in gang.members if m.uid != uid and not m.bound and m not in reserved]
-    to_place, free = _contexts(context, snapshot, probe, uid, waiting)
-    needed = group.min_count - len(bound) - len(reserved) - free
-    if needed <= 0:
-        return None  # the quorum is bound or placed without this member: an extra member, a single pod
-    now = context.clock()
+    # A member holding a reservation is placed, the asker too: its row holds its place while it decides
+    # again (a place planned for it next to its own row would count its devices twice).
+    mine = "" if _in_flight(context, uid) else uid  # the asker as a member to place
+    to_place, free = _contexts(context, snapshot, probe, mine, waiting)
+    needed = group.min_count - len(bound) - len(reserved) - free - (0 if mine else 1)
+    if needed <= 0:  # the quorum is bound or placed without a plan: an extra member, a single pod
+        gangholds.release(context, key, f"the quorum of {owner} is placed", now)
+        return None
     before = store.attempts(group)
     attempts, allowed = next_attempt(before, now, context.settings.gang_ttl)
     if not allowed:  # kube-scheduler abandoned its last attempts: hold nothing for a while
         if attempts != before:
             store.set_attempts(group, attempts)
+        gangholds.release(context, key, f"{owner}'s attempt abandoned", now)
         return _refuse(context, pod, probe, candidates, abandoned_reason(group, attempts, now), outcome)
+    others = (*(m.uid for m in reserved), *(m.uid for m in to_place if m.uid != uid))
+    quorum = Quorum(probe.namespace, name, group.min_count, (uid, *others), free + len(bound))
+    if gangholds.kept(gangholds.live_plan(context, key, now), mine, {m.uid for m in waiting}, needed):
+        outcome.gang, outcome.quorum = "kept", quorum  # this attempt's plan: take its place
+        return None
     domains = _domains(group.topology, candidates, snapshot, [m.node for m in bound])
     if domains is None:
+        gangholds.release(context, key, f"{owner}'s topology is not seen", now)
         return _refuse(context, pod, probe, candidates, topology_reason(group), outcome)
-    usage = _usage(context, uid)
-    unfit = {
-        shape_of(m.ctx): context.fastpath.unfit(
-            m.ctx, candidates, snapshot, context.usage, context.settings.vendors, _own_node(context, uid)
-        )
-        for m in to_place
-    }
     nodes = {n: record.devices for n, record in snapshot.nodes.items()}
-    result = plan(to_place, needed, domains, nodes, usage, context.settings.vendors, asker=uid, unfit=unfit)
-    if result.found:
-        if attempts != before:  # the attempt opens with its first placed quorum
-            store.set_attempts(group, attempts)
-        outcome.gang = "planned"
-        others = (*(m.uid for m in reserved), *(m.uid for m in to_place if m.uid != uid))
-        outcome.quorum = Quorum(probe.namespace, name, group.min_count, (uid, *others), free + len(bound))
-        return None
-    placed = group.min_count - needed + result.best
-    offered = set(candidates)
-    sampled = any(n not in offered for n in snapshot.nodes)
-    return _refuse(context, pod, probe, candidates, shortfall_reason(group, placed, sampled), outcome)
+    vendors, priority = context.settings.vendors, gang_priority(group, pod)
+    for _attempt in range(gangholds.ATTEMPTS):
+        usage = _usage(context, mine, gangholds.blocking_use(context, key, asker, now))
+        spare = _own_node(context, mine)
+        unfit = {
+            shape_of(m.ctx): context.fastpath.unfit(
+                m.ctx, candidates, snapshot, context.usage, vendors, spare
+            )
+            for m in to_place
+        }
+        result = plan(to_place, needed, domains, nodes, usage, vendors, asker=mine, unfit=unfit)
+        if not result.found:
+            gangholds.release(context, key, f"{owner}'s quorum not found", now)
+            found = group.min_count - needed + result.best
+            offered = set(candidates)
+            sampled = any(n not in offered for n in snapshot.nodes)
+            return _refuse(context, pod, probe, candidates, shortfall_reason(group, found, sampled), outcome)
+        if gangholds.hold(context, key, owner, priority, result, asker, nodes, now) is not None:
+            if attempts != before:  # the attempt opens with its first placed quorum
+                store.set_attempts(group, attempts)
+            outcome.gang, outcome.quorum = "planned", quorum
+            return None
+        snapshot = context.refresh() or snapshot  # the capacity changed since the plan: plan again
+    return FilterOutcome(
+        error=f"hami-scheduler: gang {owner}: capacity changed concurrently; retry later", denial="conflict"
+    )
 
 
 def hold(context: Context, quorum: Quorum, write: Write) -> None:
@@ -163,11 +190,12 @@ def _own_node(context: Context, uid: str) -> str:
 def _contexts(
     context: Context, snapshot: Snapshot, probe: PodContext, uid: str, others: Sequence[MemberFacts]
 ) -> tuple[list[Member], int]:
-    """The members to place (the asker first) with their decision contexts, and how many members need no
-    device at all (placed by kube-scheduler alone). A member whose pod does not decode cannot be placed."""
+    """The members to place (the asker first, unless `uid` is "") with their decision contexts, and how many
+    members need no device at all (placed by kube-scheduler alone). A member whose pod does not decode
+    cannot be placed."""
     used = {probe.namespace: context.usage.quota_used(probe.namespace, exclude_uid=uid)}
     view = quota.build_view({probe.namespace: snapshot.quota_limits.get(probe.namespace, {})}, used)
-    members = [Member(uid, dataclasses.replace(probe, quota=view))]
+    members = [Member(uid, dataclasses.replace(probe, quota=view))] if uid else []
     free = 0
     for member in others:
         try:
@@ -181,12 +209,15 @@ def _contexts(
     return members, free
 
 
-def _usage(context: Context, uid: str) -> dict[str, NodeUse]:
-    """The usage as the asker sees it: every reservation but its own."""
+def _usage(context: Context, uid: str, held: Mapping[str, NodeUse]) -> dict[str, NodeUse]:
+    """The usage as the asker sees it: every reservation but its own (`uid`; "": every one), and the slots
+    that block it (`held`)."""
     nodes = dict(context.usage.nodes)
     own = context.usage.entries.get(uid)
     if own is not None and own.node in nodes:
         nodes[own.node] = without_own(nodes[own.node], own.uses)
+    for node, use in held.items():
+        nodes[node] = sum_uses([nodes.get(node, {}), use])
     return nodes
 
 

@@ -13,10 +13,15 @@ Invariants owned here:
 - Every assume is followed by CONFIRM (the pod's annotations were written) or FORGET (anything failed after
   the assume), so no reservation outlives a failed filter (#2); with the deferred write the writer records
   either on the row it wrote for, and /bind waits for it (app/filter/write.py).
+- The FORGET of a filter — nothing fits, or its write failed — removes only the row it may: the pod's
+  own row no bind may have acted on, or the assumed row its write was for; no filter ever replaces or
+  forgets the row of a pod that is or may be bound (app/filter/rowguard.py, docs/ledger-writers.md).
+- The pod is the asker of the held reservations (its UID, `spec.priority`, gang; app/core/podfacts.py):
+  the live slots that block it count as usage in the decision and again in the assume's transaction,
+  which also consumes its own slots and displaces the holds it leaves no room for
+  (docs/held-reservations.md).
 - A pod of an adopted scheduler name (app/core/adoption.py) is refused: it is counted, never changed.
-- A replica that is not the leader, or not synced, never decides: it answers a retryable Error at once
-  (a follower) or after a bounded wait (a leader still syncing) — HAMi blocks until kube-scheduler's
-  timeout (quirk #14).
+- Readiness and what is read of the pod before deciding: app/filter/intake.py.
 """
 
 from __future__ import annotations
@@ -31,31 +36,32 @@ from typing import Any
 
 from app.context import Context
 from app.core import adoption, pods, quota
-from app.core.codec import CodecError, encode_pod_single_device
+from app.core.codec import encode_pod_single_device
 from app.core.decision import (
     ASSIGNED_NODE,
     allocation_annotations,
     failure_events,
-    pod_context,
     reason_keys,
     stale_annotations,
     success_event,
 )
 from app.core.fit import PodContext, evaluate_node
+from app.core.holds import Asker
 from app.core.model import DeviceUse, PodDevices
-from app.core.pods import PodError
+from app.core.podfacts import PodFacts, facts_of
 from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
-from app.core.vendor import InvalidRequest, core_masks
-from app.filter import gang, nodespath
+from app.core.vendor import core_masks
+from app.filter import gang, intake, nodespath, rowguard
 from app.filter.outcome import FilterOutcome
 from app.filter.write import Write
 from app.k8s import objects
 from app.k8s.errors import ApiError
 from app.k8s.events import NORMAL, WARNING, PodRef
 from app.state.fastpath import Choice
-from app.state.ledger import ASSUMED, CONFIRMED, Entry
+from app.state.holdstore import Asking
+from app.state.ledger import ASSUMED, CONFIRMED, Entry, Protected, RowState
 from app.state.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
@@ -79,22 +85,9 @@ def _ref(pod: Mapping[str, Any], ctx: PodContext) -> PodRef:
     return PodRef(ctx.namespace, ctx.name, pods.uid(pod))
 
 
-def _wait_until_ready(context: Context) -> str:
-    """Empty when this replica may decide; else the Error text. Followers fail fast, a syncing leader
-    waits up to HAMI_FILTER_SYNC_WAIT."""
-    deadline = time.monotonic() + context.settings.http.sync_wait_seconds
-    while True:
-        status = context.status()
-        now = context.clock()
-        if status.may_decide(now):
-            return ""
-        leader_syncing = status.is_leader(now) and status.heartbeat_fresh(now) and not status.synced
-        if not leader_syncing or time.monotonic() >= deadline:
-            return f"hami-scheduler: {status.why_not(now)}; retry later"
-        time.sleep(0.1)
-
-
-def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: Context) -> Entry:
+def _entry(
+    uid: str, ctx: PodContext, node: str, devices: PodDevices, context: Context, facts: PodFacts
+) -> Entry:
     collapsed = collapse_pod(devices, ctx.requests.init_count)
     return Entry(
         uid=uid,
@@ -111,6 +104,10 @@ def _entry(uid: str, ctx: PodContext, node: str, devices: PodDevices, context: C
         quota=pod_quota_use(collapsed, context.settings.vendors),
         allocation=";".join(f"{key}={encode_pod_single_device(c)}" for key, c in sorted(devices.items())),
         updated_at=context.clock(),
+        priority=facts.priority,
+        started=facts.started,
+        terminating=facts.terminating,
+        gang=facts.gang,
     )
 
 
@@ -121,7 +118,14 @@ def _quota_view(context: Context, snapshot: Snapshot, namespace: str, uid: str) 
 
 
 def _assume(
-    context: Context, uid: str, ctx: PodContext, choice: Choice, snapshot: Snapshot
+    context: Context,
+    uid: str,
+    ctx: PodContext,
+    choice: Choice,
+    snapshot: Snapshot,
+    verified: RowState | None,
+    facts: PodFacts,
+    asking: Asking,
 ) -> tuple[Entry, PodDevices] | None:
     """Re-check the chosen node against committed reservations and reserve, atomically.
 
@@ -147,9 +151,10 @@ def _assume(
         if not verdict.fits or verdict.devices is None:
             return None
         placed.append(verdict.devices)
-        return _entry(uid, ctx, node.name, verdict.devices, context)
+        return _entry(uid, ctx, node.name, verdict.devices, context, facts)
 
-    entry = context.ledger.assume(uid, node.name, check, ctx.namespace if limits else None, choice.seen)
+    namespace = ctx.namespace if limits else None
+    entry = context.ledger.assume(uid, node.name, check, namespace, choice.seen, verified, asking)
     return (entry, placed[-1]) if entry is not None else None
 
 
@@ -168,37 +173,6 @@ def _denial(failed: Mapping[str, str]) -> str:
     return counts.most_common(1)[0][0] if counts else "no-candidates"
 
 
-def _probe(context: Context, pod: Mapping[str, Any]) -> PodContext | FilterOutcome:
-    """The pod's requests and hints, or the Error answer for a pod that does not decode."""
-    try:
-        return pod_context(pod, context.settings.vendors, context.settings.policies, {})
-    except PodError as exc:
-        return FilterOutcome(error=f"invalid pod: {exc}", denial="bad-request")
-    except InvalidRequest as exc:
-        return FilterOutcome(error=str(exc), denial="invalid-request")
-    except CodecError as exc:
-        return FilterOutcome(
-            error=f"calcScore failed {exc} for pod {pods.name(pod)}", denial="invalid-request"
-        )
-
-
-def _current(context: Context, probe: PodContext, uid: str) -> dict[str, Any] | FilterOutcome:
-    """The pod as the API has it now, or the Error answer: the decision and the annotations it writes are
-    for that pod, never for the request body, which anyone reaching /filter could have forged (issue 11)."""
-    try:
-        current = objects.get_pod(context.kube, probe.namespace, probe.name)
-    except ApiError as exc:
-        return FilterOutcome(error=exc.message, denial="pod-lookup")
-    if pods.uid(current) != uid:
-        who = f"pod {probe.namespace}/{probe.name}"
-        return FilterOutcome(error=f"{who} has UID {pods.uid(current)}, not {uid}", denial="refused")
-    refused = adoption.refusal(context.settings.counted, current)
-    if refused:
-        return FilterOutcome(error=refused, denial="adopted")
-    why = pods.refusal(current, context.settings.scheduler_name)
-    return FilterOutcome(error=f"hami-scheduler: {why}", denial="refused") if why else current
-
-
 def filter_pod(
     context: Context,
     pod: Mapping[str, Any] | None,
@@ -208,7 +182,7 @@ def filter_pod(
     started = time.perf_counter()
     if pod is None:
         return FilterOutcome(error="extender args missing pod", denial="bad-request")
-    probe = _probe(context, pod)
+    probe = intake.probe(context, pod)
     if isinstance(probe, FilterOutcome):
         return probe
     disabled = pods.disabled_request(pod, context.settings.disabled_resources)
@@ -229,7 +203,7 @@ def filter_pod(
         )
     if node_names is None:
         return FilterOutcome(error="extender args have neither Nodes nor NodeNames", denial="bad-request")
-    not_ready = _wait_until_ready(context)
+    not_ready = intake.wait_until_ready(context)
     if not_ready:
         return FilterOutcome(error=not_ready, denial="not-leader")
     snapshot = context.refresh()
@@ -241,7 +215,15 @@ def filter_pod(
     if answered is not None:
         return answered
     version = objects.resource_version(pod)
-    if context.writer is not None and version and not _write_pending(context, uid):
+    row = context.ledger.row(uid)  # read before the pod: a verified version is never newer than the read
+    guard = rowguard.judge(row, context.clock(), context.settings.inflight_ttl)
+    if guard.error:
+        return FilterOutcome(error=guard.error, denial="may-be-bound")
+    # An allocation write of this pod still in flight here (its row `assumed`, its write not held for its
+    # gang), or a row that may be bound: /filter reads the pod and writes synchronously (one pod never has
+    # two writes in flight, app/filter/write.py; a bound pod is refused, app/filter/rowguard.py).
+    pending = row is not None and row.state == ASSUMED and not gang.holds_write(context, uid)
+    if context.writer is not None and version and not guard.read and not pending:
         why = pods.refusal(pod, context.settings.scheduler_name)
         if why:
             return FilterOutcome(error=f"hami-scheduler: {why}", denial="refused")
@@ -250,23 +232,21 @@ def filter_pod(
         if reserved is None:
             return outcome
         return _defer(context, pod, _ref(pod, probe), reserved, len(node_names), outcome)
-    current = _current(context, probe, uid)
+    current = intake.read_pod(context, probe, uid)
     if isinstance(current, FilterOutcome):
         return current
-    probe = _probe(context, current)
+    verified = None
+    if guard.read and row is not None:
+        why = rowguard.after_read(row, current, context.clock(), context.settings.inflight_ttl)
+        if why:
+            return FilterOutcome(error=why, denial="may-be-bound")
+        verified = row
+    probe = intake.probe(context, current)
     if isinstance(probe, FilterOutcome):
         return probe
     outcome.phases["pod_lookup"] = time.perf_counter() - mark
     outcome.phases["prepare"] = mark - started
-    return _place(context, current, probe, node_names, snapshot, outcome)
-
-
-def _write_pending(context: Context, uid: str) -> bool:
-    """Is an allocation write of this pod still in flight here (its row `assumed`, its write not held for its
-    gang)? Then /filter reads the pod and writes synchronously: one pod never has two writes in flight
-    (app/filter/write.py)."""
-    entry = context.ledger.get(uid)
-    return entry is not None and entry.state == ASSUMED and not gang.holds_write(context, uid)
+    return _place(context, current, probe, node_names, snapshot, outcome, verified)
 
 
 def _defer(
@@ -307,8 +287,9 @@ def _place(
     candidates: list[str],
     snapshot: Snapshot,
     outcome: FilterOutcome,
+    verified: RowState | None,
 ) -> FilterOutcome:
-    reserved = reserve(context, pod, probe, candidates, snapshot, outcome)
+    reserved = reserve(context, pod, probe, candidates, snapshot, outcome, verified)
     if reserved is None:
         return outcome
     version = objects.resource_version(pod)
@@ -322,29 +303,43 @@ def reserve(
     candidates: list[str],
     snapshot: Snapshot,
     outcome: FilterOutcome,
+    verified: RowState | None = None,
 ) -> Reserved | None:
     """Decide (the fast path: `decide`'s answer without evaluating every node) and assume the winner.
 
-    None when the pod was not placed; `outcome` then says why (FailedNodes or an Error).
+    None when the pod was not placed; `outcome` then says why (FailedNodes or an Error). The pod's own
+    previous row is replaced, or forgotten when nothing fits, only if no bind may have acted on it or it
+    is still the version `verified` (read before the pod, which showed it unbound: app/filter/rowguard.py);
+    otherwise the answer is an Error and the row stays.
     """
     vendors = context.settings.vendors
     ref = _ref(pod, probe)
     uid = ref.uid
+    facts = facts_of(pod)  # kept on the row (app/core/podfacts.py)
+    asker = Asker(
+        uid, facts.priority, facts.gang
+    )  # the holds that block it count (docs/held-reservations.md)
     for _attempt in range(MAX_ATTEMPTS):
         mark = time.perf_counter()
         ctx = dataclasses.replace(probe, quota=_quota_view(context, snapshot, probe.namespace, uid))
-        choice = context.fastpath.choose(ctx, candidates, snapshot, context.usage, vendors, uid)
+        now = context.clock()
+        choice = context.fastpath.choose(ctx, candidates, snapshot, context.usage, vendors, uid, asker, now)
         outcome.phases["fit"] = outcome.phases.get("fit", 0.0) + time.perf_counter() - mark
         winner = choice.winner
         if winner is None:
-            if uid:
-                context.ledger.forget(uid)  # a re-filtered pod first releases its old reservation
+            if uid:  # a re-filtered pod releases its old reservation, never one that may be bound
+                context.ledger.forget_unbound(uid, verified)
             _record_failure(context, ref, choice.failed, len(candidates))
             outcome.failed = choice.failed
             outcome.denial = _denial(choice.failed)
             return None
         mark = time.perf_counter()
-        assumed = _assume(context, uid, ctx, choice, snapshot)
+        try:
+            asking = Asking(asker, now, choice.holds, f"{ref.namespace}/{ref.name}", choice.no_holds)
+            assumed = _assume(context, uid, ctx, choice, snapshot, verified, facts, asking)
+        except Protected as exc:  # a bind marked or bound the row since it was read
+            outcome.error, outcome.denial = f"hami-scheduler: {exc}; retry later", "may-be-bound"
+            return None
         outcome.phases["assume"] = outcome.phases.get("assume", 0.0) + time.perf_counter() - mark
         if assumed is not None:
             return Reserved(winner.node, assumed[1], choice, assumed[0].allocation)
@@ -386,7 +381,7 @@ def _commit(
             resource_version=version or None,
         )
     except ApiError as exc:
-        context.ledger.forget(uid)
+        context.ledger.resolve_write(uid, reserved.allocation, written=False)  # only the row it assumed
         if context.settings.events_enabled:
             context.events.record(ref, WARNING, FILTERING_FAILED, exc.message)
         outcome.error = exc.message

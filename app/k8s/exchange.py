@@ -258,13 +258,15 @@ class _Heads:
         if self.reader.final and not self.pending:
             self.reader.feed(data)
             return
+        searched = max(0, len(self.pending) - 3)  # a head's end may straddle the previous piece
         self.pending += data
         while not self.reader.final and not self.reader.complete:
-            end = HEAD_END.search(self.pending)
+            end = HEAD_END.search(self.pending, searched)
             if end is None:
                 return
             head, self.pending = self.pending[: end.end()], self.pending[end.end() :]
             self.reader.feed(unfold(head))
+            searched = 0
         rest, self.pending = self.pending, b""
         if rest and not self.reader.complete:
             self.reader.feed(rest)

@@ -1,10 +1,11 @@
 """GET /debug/state[?node=N|?all=true]: what this replica's cache believes, read-only (HAMi #2923).
 
 Without `node`: counts and the replica status. With `node`: its registered devices, the usage counted on
-each device, the reservations that make it up, and why the node is unusable if it is. With `all=true`: the
-status and every node in that form, plus nodes that only reservations name (`hami-scheduler inspect --url`
-reads this), what the registration worker found of DRA serving our names and nodes (`dra`), and the gangs
-(`gangs`: each PodGroup's quorum, members bound and reserved, and why its quorum was last refused).
+each device, the reservations that make it up, the held reservations on it, and why the node is unusable
+if it is. With `all=true`: the status and every node in that form, plus nodes that only reservations name
+(`hami-scheduler inspect --url` reads this), what the registration worker found of DRA serving our names and
+nodes (`dra`), every held reservation (`holds`, app/state/holdjson.py), and the gangs (`gangs`: each
+PodGroup's quorum, members bound and reserved, places its plan holds, and why its quorum was last refused).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
+from app.core.holds import gang_key
 from app.core.model import DeviceUse
 from app.routes.common import context, json_response
-from app.state import drafacts
+from app.state import drafacts, holdjson
 from app.state.podgroups import PodGroups
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
@@ -31,10 +33,16 @@ def state() -> Response:
     view = ctx.usage
     node = request.args.get("node")
     status = dataclasses.asdict(ctx.status())
+    now = ctx.clock()
     if request.args.get("all", "").lower() in ("1", "true", "yes"):
-        gangs = _gangs(PodGroups(ctx.ledger), view)
+        everything = _everything(snapshot, view, status)
         return json_response(
-            {**_everything(snapshot, view, status), "dra": drafacts.encode(ctx.dra()), "gangs": gangs}
+            {
+                **everything,
+                "dra": drafacts.encode(ctx.dra()),
+                "holds": holdjson.encode(view.holds, now),
+                "gangs": _gangs(PodGroups(ctx.ledger), view, now),
+            }
         )
     if not node:
         return json_response(
@@ -44,14 +52,16 @@ def state() -> Response:
                 "nodes": len(snapshot.nodes) if snapshot else 0,
                 "unusable": dict(snapshot.broken) if snapshot else {},
                 "reservations": len(view.entries),
+                "holds": len({h.key for h in view.holds if h.live(now)}),
             }
         )
-    return json_response(_node(snapshot, view, node))
+    held = holdjson.encode((h for h in view.holds if h.node == node), now)
+    return json_response({**_node(snapshot, view, node), "holds": held})
 
 
-def _gangs(store: PodGroups, view: UsageView) -> list[dict[str, Any]]:
+def _gangs(store: PodGroups, view: UsageView, now: float) -> list[dict[str, Any]]:
     """Every PodGroup the worker knows: quorum, members, bound, reserved (unbound members holding a row),
-    held (places a plan holds; none until held reservations exist) and the last refusal's reason."""
+    held (the live slots of its plan) and the last refusal's reason."""
     refusals = store.refusals()
     found = []
     for gang in store.gangs():
@@ -69,7 +79,7 @@ def _gangs(store: PodGroups, view: UsageView) -> list[dict[str, Any]]:
                 "members": len(gang.members),
                 "bound": gang.bound,
                 "reserved": reserved,
-                "held": 0,
+                "held": sum(h.key == gang_key(group.key) and h.live(now) for h in view.holds),
                 "why": why if gang.bound + reserved < group.min_count else "",
             }
         )

@@ -206,18 +206,23 @@ class NodeTable:
         self.stamp = np.zeros(len(self.nodes), np.int64)
 
 
-def with_row_usage(table: NodeTable, row: int, use: Mapping[str, DeviceUse]) -> tuple[DeviceColumns, float]:
-    """Columns and score as if `row` had usage `use`, leaving the table itself untouched (a pod whose own
-    previous reservation must not count against it)."""
+def with_rows_usage(
+    table: NodeTable, uses: Mapping[int, Mapping[str, DeviceUse]]
+) -> tuple[DeviceColumns, dict[int, float]]:
+    """Columns and scores as if each row of `uses` had that usage, leaving the table itself untouched (a
+    pod whose own previous reservation must not count against it, holds that block it: the fast path)."""
     columns = table.columns
     assert columns is not None
-    node = table.nodes[row]
     used, usedmem, usedcores = columns.used.copy(), columns.usedmem.copy(), columns.usedcores.copy()
     mig = columns.mig.copy()
-    for slot, device in enumerate(node.devices):
-        taken = use.get(device.id, _NO_USE)
-        used[row, slot], usedmem[row, slot], usedcores[row, slot] = taken.slots, taken.mem, taken.cores
-        mig[row, slot] = _mig(device, taken)
+    scores = {}
+    for row, use in uses.items():
+        node = table.nodes[row]
+        for slot, device in enumerate(node.devices):
+            taken = use.get(device.id, _NO_USE)
+            used[row, slot], usedmem[row, slot], usedcores[row, slot] = taken.slots, taken.mem, taken.cores
+            mig[row, slot] = _mig(device, taken)
+        scores[row] = node_score(working_devices(node, use))
     copy = DeviceColumns(
         columns.present,
         columns.health,
@@ -238,4 +243,4 @@ def with_row_usage(table: NodeTable, row: int, use: Mapping[str, DeviceUse]) -> 
         columns.vendor_code,
         columns.vendors,
     )
-    return copy, node_score(working_devices(node, use))
+    return copy, scores

@@ -19,6 +19,10 @@ annotations are identical. What makes that cheap:
   are left out of the ranking altogether, and only rows that changed since are screened again.
 - When a requested vendor scores nodes from the allocation (Ascend's network topology), the winner cannot
   be known before every node that may fit is evaluated: then they all are, and ranked as `decide` ranks.
+- The rows a decision sees otherwise than the table — the pod's own previous reservation subtracted, the
+  held slots that block it added (docs/held-reservations.md) — are a handful: their columns and scores are
+  copied and adjusted per request, and they are evaluated and screened apart, never remembered. A pod
+  where no hold blocks anything pays nothing for holds.
 - When nothing fits, `FailedNodes` must hold every candidate's reason: the screening states most of them
   exactly (vectorised over all nodes); the rest are evaluated, and every evaluated failure is memoised by
   (pod signature, node state stamp) because batch pods share shapes and kube-scheduler retries them.
@@ -37,11 +41,13 @@ from cachetools import LRUCache
 
 from app.core.decision import rank, unregistered_reason
 from app.core.fit import NodeVerdict, PodContext, evaluate_node
+from app.core.holds import Asker, held_use
 from app.core.model import DeviceUse, NodeUse
 from app.core.policy import node_score_sign
+from app.core.usage import sum_uses
 from app.core.vendor import Vendor
 from app.devices.batch import Bools, Ints
-from app.state.columns import NodeTable, with_row_usage
+from app.state.columns import NodeTable, with_rows_usage
 from app.state.mayfit import MayFit, Verdicts
 from app.state.screen import Screen, shape
 from app.state.snapshot import Snapshot
@@ -57,8 +63,12 @@ class Choice:
     winner: NodeVerdict | None
     failed: Mapping[str, str]  # every candidate's reason when nothing fits; empty when there is a winner
     ranked_ahead: int = 0  # candidates ranked ahead of the winner (none of them fits)
-    use: NodeUse = field(default_factory=dict)  # the winner's usage the decision saw
+    use: NodeUse = field(
+        default_factory=dict
+    )  # the winner's usage the decision saw (blocking slots included)
     seen: tuple[int, int] | None = None  # the winner's other rows it summed (`UsageView.rows_stamp`)
+    holds: int = -1  # the holds' version whose blocking slots it added (`UsageView.holds_version`)
+    no_holds: bool = False  # there was none at that version
 
 
 def signature(ctx: PodContext, vendors: Sequence[Vendor]) -> Hashable:
@@ -108,26 +118,28 @@ class FastPath:
         usage: UsageView,
         vendors: Sequence[Vendor],
         exclude_uid: str = "",
+        asker: Asker | None = None,
+        now: float = 0.0,
     ) -> Choice:
         """The winner among `candidates` (NodeNames order), or every candidate's failure reason.
 
-        `exclude_uid`'s own reservation does not count against it (a re-filtered pod).
+        `exclude_uid`'s own reservation does not count against it (a re-filtered pod); the live holds that
+        block `asker` at `now` count as usage on their nodes (docs/held-reservations.md rule 2): the answer
+        is `decide`'s on the rows plus those slots.
         """
         with usage.frozen(), self._lock:
             table = self._table
             table.sync(snapshot, usage)
             own = usage.entries.get(exclude_uid) if exclude_uid else None
-            return _Decision(
-                self,
-                ctx,
-                candidates,
-                snapshot,
-                usage,
-                vendors,
-                own.node if own else "",
-                own.uses if own else {},
-                exclude_uid,
-            ).run()
+            adjusted: dict[int, NodeUse] = {}
+            if own is not None and own.node in table.index:
+                adjusted[table.index[own.node]] = without_own(usage.nodes.get(own.node, {}), own.uses)
+            if asker is not None and usage.holds:
+                for node, held in held_use(usage.holds, asker, now).items():
+                    row = table.index.get(node)
+                    if row is not None:
+                        adjusted[row] = sum_uses((adjusted.get(row, usage.nodes.get(node, {})), held))
+            return _Decision(self, ctx, candidates, snapshot, usage, vendors, adjusted, exclude_uid).run()
 
     def unfit(
         self,
@@ -238,8 +250,7 @@ class _Decision:
         snapshot: Snapshot,
         usage: UsageView,
         vendors: Sequence[Vendor],
-        own_node: str,
-        own_uses: Mapping[str, DeviceUse],
+        adjusted: Mapping[int, NodeUse],
         uid: str,
     ) -> None:
         self.ctx, self.candidates, self.snapshot, self.usage = ctx, candidates, snapshot, usage
@@ -253,28 +264,30 @@ class _Decision:
         self.verdicts = fast.verdicts(ctx, vendors, self.by_key)
         columns, self.score = table.columns, table.score
         assert columns is not None
-        self.own_row = table.index.get(own_node, -1) if own_node else -1
-        self.own_use: NodeUse = {}
-        if self.own_row >= 0:
-            self.own_use = without_own(usage.nodes.get(own_node, {}), own_uses)
-            columns, own_score = with_row_usage(table, self.own_row, self.own_use)
+        # Rows seen otherwise than the table holds them: the pod's own reservation subtracted, the slots
+        # that block it added. They are evaluated, scored and screened apart, and never remembered.
+        self.adjusted = adjusted
+        self.adjusted_rows = np.array(sorted(adjusted), np.int64)
+        if adjusted:
+            columns, scores = with_rows_usage(table, adjusted)
             self.score = self.score.copy()
-            self.score[self.own_row] = own_score
+            for row, score in scores.items():
+                self.score[row] = score
         self.columns = columns
         self._full: Screen | None = None
 
     def _use(self, row: int) -> NodeUse:
-        if row == self.own_row:
-            return self.own_use
-        return self.usage.nodes.get(self.table.names[row], {})
+        adjusted = self.adjusted.get(row)
+        return adjusted if adjusted is not None else self.usage.nodes.get(self.table.names[row], {})
 
     def _chosen(self, winner: NodeVerdict, row: int, ranked_ahead: int) -> Choice:
         seen = self.usage.rows_stamp(winner.node, self.uid)
-        return Choice(winner, {}, ranked_ahead, self._use(row), seen)
+        usage = self.usage
+        return Choice(winner, {}, ranked_ahead, self._use(row), seen, usage.holds_version, not usage.holds)
 
     def _evaluate(self, row: int) -> NodeVerdict | str:
         """The full verdict, or the remembered failure reason of this node state."""
-        stamp = -1 if row == self.own_row else int(self.table.stamp[row])
+        stamp = -1 if row in self.adjusted else int(self.table.stamp[row])
         reason = self.memo.get(stamp)
         if reason is not None:
             return reason
@@ -295,8 +308,8 @@ class _Decision:
         rows = self.rows[positions]
         keys = self.score[rows] * node_score_sign(self.ctx.node_policy)
         unfit = self.verdicts.known_unfit(rows, self.table.stamp)
-        if self.own_row >= 0:
-            unfit &= rows != self.own_row  # seen with its own reservation subtracted: screened apart
+        if self.adjusted:
+            unfit &= ~np.isin(rows, self.adjusted_rows)  # seen otherwise than the table: screened apart
         live = np.flatnonzero(~unfit)
         for chunk in ranked_chunks(keys[live], positions[live], self.first_screen):
             ranked = live[chunk]
@@ -327,7 +340,7 @@ class _Decision:
 
     def _may_fit(self, rows: Ints) -> Bools:
         """Screening's verdict on `rows` (table rows), from the shape's remembered verdicts where the row
-        has not changed since; the row seen with this pod's own reservation subtracted is screened apart."""
+        has not changed since; the rows seen otherwise (`adjusted`) are screened apart."""
         table = self.table
         columns = table.columns
         assert columns is not None
@@ -336,18 +349,17 @@ class _Decision:
             if which is not None:
                 return Screen(columns.take(which), self.ctx, self.by_key, table.max_devices).may_fit
             full = Screen(columns, self.ctx, self.by_key, table.max_devices)
-            if self.own_row < 0:
+            if not self.adjusted:
                 self._full = full  # the same columns: FailedNodes may reuse it
             return full.may_fit
 
         may_fit = self.verdicts.refresh(rows, table.stamp, screen)
-        if self.own_row >= 0:
-            own = rows == self.own_row
-            if own.any():
-                mine = Screen(
-                    self.columns.take(np.array([self.own_row])), self.ctx, self.by_key, table.max_devices
-                )
-                may_fit[own] = mine.may_fit[0]
+        if self.adjusted:
+            apart = np.isin(rows, self.adjusted_rows)
+            if apart.any():
+                which = self.adjusted_rows
+                mine = Screen(self.columns.take(which), self.ctx, self.by_key, table.max_devices).may_fit
+                may_fit[apart] = mine[np.searchsorted(which, rows[apart])]
         return may_fit
 
     def _full_screen(self) -> Screen:

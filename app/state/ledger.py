@@ -13,174 +13,71 @@ chosen node against every other reservation and the insert happen in one `BEGIN 
 which holds SQLite's single write lock (app/state/ledgerdb.py: explicit transactions, never Python's
 default ones, which would let a read-then-insert race).
 
+The held reservations (app/state/holdstore.py) share the file and its transactions: an assume counts the
+slots that block its asker, consumes the asker's own and displaces those it leaves no room for; every row
+writer keeps invariant H1.
+
 Beside a row this replica's deferred write confirmed, the pod as that write's answer showed it (table
 `written`) is kept for one bind (`take_written`), which then needs no GET of the pod (app/bind/usecase.py).
 
-Every change gets a sequence number (deletions leave a tombstone) so each process can refresh its in-memory
-view incrementally (`changes_since`); a full rebuild bumps the epoch, which forces readers to reload.
-One connection per process, opened after fork (app/state/ledgerdb.py). The schema: app/state/schema.py; a
-row's device uses as bytes: app/state/usecodec.py.
+Every change gets a sequence number (app/state/changelog.py) so each process refreshes its in-memory view
+incrementally. One connection per process, opened after fork (app/state/ledgerdb.py). The schema:
+app/state/schema.py; a row as data, its states and bind marks: app/state/rows.py; how it is stored and
+read: app/state/rowstore.py.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
+from app.core.holds import blocks
 from app.core.model import DeviceUse
-from app.state.ledgerdb import LedgerConnection
-from app.state.usecodec import decode_uses, decoded_uses, encode_uses
+from app.state.holdstore import Asking, Freeing
+from app.state.rows import (
+    ASSUMED,
+    BIND_RUNNING,
+    BIND_UNKNOWN,
+    BOUND,
+    COLUMNS,
+    CONFIRMED,
+    NO_BIND,
+    Changes,
+    Entry,
+    Protected,
+    RowState,
+    entry_of,
+    replaceable,
+    row_state,
+)
+from app.state.rowstore import ROW_STATE, RowStore
+
+__all__ = [
+    "ASSUMED",
+    "BOUND",
+    "CONFIRMED",
+    "LEDGER_FILE",
+    "Changes",
+    "Entry",
+    "Ledger",
+    "Protected",
+    "RowState",
+]
 
 LEDGER_FILE = "ledger.db"
-ASSUMED, CONFIRMED, BOUND = "assumed", "confirmed", "bound"
-
-_COLUMNS = "uid, namespace, name, node, state, uses, quota, allocation, updated_at"
-_ROW, _TOMBSTONE, _META = 0, 1, 2
-_NULLS = ", ".join(["NULL"] * 8)
-# changes_since's one statement: (kind, the row's columns or uid/key and NULLs, seq or the meta value); the
-# rows only where the reader's epoch ?2 is current and its seq ?1 not behind the pruned tombstones (else it
-# reloads everything: no rows are read twice)
-_CURRENT = (
-    "(SELECT value FROM meta WHERE key = 'epoch') = ?2"
-    " AND (SELECT value FROM meta WHERE key = 'pruned') <= ?1"
-)
-_META_ROWS = f"SELECT {_META}, key, {_NULLS}, value FROM meta"
-_CHANGES = (
-    f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations WHERE seq > ?1 AND {_CURRENT}"
-    f" UNION ALL SELECT {_TOMBSTONE}, uid, {_NULLS}, seq FROM tombstones WHERE seq > ?1 AND {_CURRENT}"
-    f" UNION ALL {_META_ROWS}"
-)
-_EVERYTHING = f"SELECT {_ROW}, {_COLUMNS}, seq FROM reservations UNION ALL {_META_ROWS}"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    uid: str
-    namespace: str
-    name: str
-    node: str
-    state: str
-    uses: Mapping[str, DeviceUse]
-    quota: Mapping[str, int] = field(default_factory=dict)
-    allocation: str = ""
-    updated_at: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Changes:
-    """What changed since a reader's sequence number; `full` means: drop everything and take `entries`."""
-
-    entries: tuple[Entry, ...]
-    removed: tuple[str, ...]
-    seq: int
-    epoch: int
-    full: bool
-    seqs: tuple[int, ...] = ()  # each entry's sequence number, in order (none: not known)
-
-
-class RowState(NamedTuple):
-    """A reservation row without its device uses (`Ledger.row_states`)."""
-
-    uid: str
-    state: str
-    updated_at: float
-    namespace: str = ""
-    name: str = ""
-
-
-def _entry(row: tuple[object, ...]) -> Entry:
-    uid, namespace, name, node, state, uses, quota, allocation, updated_at = row
-    return Entry(
-        str(uid),
-        str(namespace),
-        str(name),
-        str(node),
-        str(state),
-        decode_uses(uses),  # type: ignore[arg-type]
-        orjson.loads(quota),  # type: ignore[arg-type]
-        str(allocation),
-        float(updated_at),  # type: ignore[arg-type]
-    )
-
-
-class Ledger(LedgerConnection):
-    """The reservations, their change log and the status rows, on this process's connection to the shared
-    file (app/state/ledgerdb.py: opening, the lock threads take turns on, transactions)."""
+class Ledger(RowStore):
+    """The reservations' writers (docs/ledger-writers.md), on this process's connection to the shared file,
+    over the rows' storage (app/state/rowstore.py), the holds (app/state/holdstore.py), the change log and
+    status rows (app/state/changelog.py) and the connection itself (app/state/ledgerdb.py)."""
 
     def __init__(self, state_dir: Path, *, timeout: float = 10.0) -> None:
         super().__init__(state_dir / LEDGER_FILE, timeout=timeout)
-
-    # -- sequence bookkeeping ---------------------------------------------------------------------------
-
-    def _next_seq(self, db: sqlite3.Connection) -> int:
-        (seq,) = db.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value").fetchone()
-        return int(seq)
-
-    def _put(self, db: sqlite3.Connection, entry: Entry) -> None:
-        db.execute(
-            f"INSERT OR REPLACE INTO reservations ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                entry.uid,
-                entry.namespace,
-                entry.name,
-                entry.node,
-                entry.state,
-                encode_uses(entry.uses),
-                orjson.dumps(dict(entry.quota)),
-                entry.allocation,
-                entry.updated_at,
-                self._next_seq(db),
-            ),
-        )
-
-    def _delete(self, db: sqlite3.Connection, uid: str) -> bool:
-        db.execute("DELETE FROM written WHERE uid = ?", (uid,))
-        if db.execute("DELETE FROM reservations WHERE uid = ?", (uid,)).rowcount == 0:
-            return False
-        db.execute("INSERT INTO tombstones (seq, uid) VALUES (?, ?)", (self._next_seq(db), uid))
-        return True
-
-    # -- the decision path ------------------------------------------------------------------------------
-
-    def node_stamp(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> tuple[int, int]:
-        """How many reservations other than `exclude_uid`'s are on `node`, and the newest sequence number
-        among them (0 for none): equal to a reader's count and newest number of the rows it took from
-        `changes_since` for the node, the rows are the very same (`UsageView.rows_stamp`)."""
-        count, newest = db.execute(
-            "SELECT count(*), coalesce(max(seq), 0) FROM reservations WHERE node = ? AND uid != ?",
-            (node, exclude_uid),
-        ).fetchone()
-        return int(count), int(newest)
-
-    def node_uses(self, db: sqlite3.Connection, node: str, exclude_uid: str) -> list[Mapping[str, DeviceUse]]:
-        rows = db.execute("SELECT uses FROM reservations WHERE node = ? AND uid != ?", (node, exclude_uid))
-        return [decoded_uses(uses) for (uses,) in rows]
-
-    def node_uses_by_uid(
-        self, db: sqlite3.Connection, node: str, exclude_uid: str
-    ) -> dict[str, dict[str, DeviceUse]]:
-        query = "SELECT uid, uses FROM reservations WHERE node = ? AND uid != ?"
-        return {str(uid): decode_uses(uses) for uid, uses in db.execute(query, (node, exclude_uid))}
-
-    def quota_used(self, db: sqlite3.Connection, namespace: str, exclude_uid: str) -> dict[str, int]:
-        """resource -> amount held by the namespace's reservations other than `exclude_uid`'s."""
-        used = {
-            str(resource): int(amount)
-            for resource, amount in db.execute(
-                "SELECT resource, amount FROM quota_used WHERE namespace = ?", (namespace,)
-            )
-        }
-        own = db.execute(
-            "SELECT quota FROM reservations WHERE uid = ? AND namespace = ?", (exclude_uid, namespace)
-        ).fetchone()
-        for resource, amount in (orjson.loads(own[0]) if own else {}).items():
-            used[resource] = used.get(resource, 0) - amount
-        return used
 
     def assume(
         self,
@@ -189,6 +86,8 @@ class Ledger(LedgerConnection):
         check: Callable[[list[Mapping[str, DeviceUse]] | None, dict[str, int]], Entry | None],
         quota_namespace: str | None = None,
         seen: tuple[int, int] | None = None,
+        verified: RowState | None = None,
+        asking: Asking | None = None,
     ) -> Entry | None:
         """Atomically re-check and reserve: `check(node_uses, quota_used)` sees the device uses of every
         OTHER reservation on `node` as committed now, and the quota used by the others in
@@ -198,44 +97,91 @@ class Ledger(LedgerConnection):
         `seen`: the count and newest sequence number of those rows in the caller's view (`node_stamp`);
         when the committed ones still match, `check` gets None instead of their uses: the rows committed on
         the node are exactly the ones the view holds (none is newer than the view, and none is missing).
+
+        Raises Protected, writing nothing, when the pod's own row may be bound (`rows.replaceable`):
+        `verified` is the version of it read before a read of the pod found it unbound
+        (app/filter/rowguard.py).
+
+        `asking` (the asker, docs/held-reservations.md): the live slots on `node` that block it count as
+        usage too (rule 2; `check` gets None only when the holds are also the version the decision saw);
+        once the entry is stored its own slots are consumed (rule 3) and the holds on `node` it leaves no
+        room for are displaced (rule 4), in the same transaction.
         """
         with self.transaction() as db:
+            current, version = self._current_and_holds(db, uid)
+            if not replaceable(current, verified):
+                assert current is not None
+                raise Protected(current)
             used = self.quota_used(db, quota_namespace, uid) if quota_namespace is not None else {}
             same = seen is not None and self.node_stamp(db, node, uid) == seen
-            entry = check(None if same else self.node_uses(db, node, uid), used)
+            held: list[Mapping[str, DeviceUse]] = []
+            # the holds the decision saw, when it saw none: there are none (the usual case reads nothing)
+            holds = asking is not None and not (asking.none and version == asking.seen)
+            if asking is not None and holds:
+                slots = self._slots(db, "WHERE node = ?", (node,))
+                held = [h.uses for h in slots if blocks(h, asking.asker, asking.now)]
+                same = same and version == asking.seen
+            entry = check(None if same else [*self.node_uses(db, node, uid), *held], used)
             if entry is not None:
                 self._put(db, entry)
+                if asking is not None and holds:
+                    self._consume(db, asking, node)
+                    self._enforce_h1(db, (node,), f"displaced by {asking.who}")
             return entry
 
     def record_checked(
-        self, uid: str, node: str, check: Callable[[dict[str, dict[str, DeviceUse]]], Entry | None]
+        self,
+        uid: str,
+        node: str,
+        check: Callable[[dict[str, dict[str, DeviceUse]]], Entry | None],
+        token: str,
     ) -> Entry | None:
         """/bind's re-check: like `assume`, but `check` sees the other reservations on `node` by UID, so
-        that it can merge them with the node's pods as the API shows them (each pod counted once)."""
+        that it can merge them with the node's pods as the API shows them (each pod counted once). The
+        row stored is `confirmed`, marked with the bind's `token` (a bind may now act on it), or with the
+        mark of another bind of the pod still running (a duplicate bind's failure must not forget the row
+        the first may be binding: docs/ledger-writers.md); a `bound` row is left as it is (what its pod
+        was bound with is the live rules' to keep, workers/reconcile.py rule 6)."""
         with self.transaction() as db:
             entry = check(self.node_uses_by_uid(db, node, uid))
             if entry is not None:
-                self._put(db, entry)
+                current = self._current(db, uid)
+                if current is None or current.state != BOUND:
+                    running = current is not None and current.bind.startswith(BIND_RUNNING)
+                    entry = replace(
+                        entry, state=CONFIRMED, bind=current.bind if current and running else token
+                    )
+                    self._put(db, entry)
+                    self._enforce_h1(db, (node,), f"displaced by {entry.namespace}/{entry.name} (bind)")
             return entry
 
-    def get(self, uid: str) -> Entry | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM reservations WHERE uid = ?", (uid,)).fetchone()
-        return _entry(row) if row else None
-
     def set_state(self, uid: str, state: str, *, only_from: Iterable[str] = ()) -> bool:
-        """Move a reservation to `state` (optionally only from the given states); False if absent."""
+        """Move a reservation to `state` (optionally only from the given states); False if absent. A row
+        made `bound` loses its bind mark (the bind's outcome is known)."""
         with self.transaction() as db:
-            row = db.execute("SELECT state FROM reservations WHERE uid = ?", (uid,)).fetchone()
+            row = db.execute("SELECT state, bind FROM reservations WHERE uid = ?", (uid,)).fetchone()
             allowed = tuple(only_from)
             if row is None or (allowed and row[0] not in allowed):
                 return False
-            if row[0] != state:
+            bind = NO_BIND if state == BOUND else row[1]
+            if (row[0], row[1]) != (state, bind):
                 db.execute(
-                    "UPDATE reservations SET state = ?, seq = ? WHERE uid = ?",
-                    (state, self._next_seq(db), uid),
+                    "UPDATE reservations SET state = ?, bind = ?, seq = ? WHERE uid = ?",
+                    (state, bind, self._next_seq(db), uid),
                 )
             return True
+
+    def bind_unknown(self, uid: str, token: str) -> bool:
+        """A bind whose outcome it could not tell (the binding's answer lost, no re-read answered) ends:
+        its row, still the one it marked, is marked `unknown` — a filter reads the pod before replacing it,
+        the sweep or the pod's next event settles it (docs/ledger-writers.md)."""
+        with self.transaction() as db:
+            return bool(
+                db.execute(
+                    "UPDATE reservations SET bind = ?, seq = ? WHERE uid = ? AND bind = ? AND state != ?",
+                    (BIND_UNKNOWN, self._next_seq(db), uid, token, BOUND),
+                ).rowcount
+            )
 
     def resolve_write(
         self, uid: str, allocation: str, *, written: bool, pod: Mapping[str, Any] | None = None
@@ -247,8 +193,8 @@ class Ledger(LedgerConnection):
         `pod`: the pod as the write's answer showed it, kept for one bind of this row (`take_written`)."""
         with self.transaction() as db:
             row = db.execute(
-                "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND allocation = ?",
-                (uid, ASSUMED, allocation),
+                "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND allocation = ? AND bind = ?",
+                (uid, ASSUMED, allocation, NO_BIND),
             ).fetchone()
             if row is None:
                 return False
@@ -283,36 +229,46 @@ class Ledger(LedgerConnection):
         decoded = orjson.loads(row[0]) if row else None
         return decoded if isinstance(decoded, dict) else None
 
-    def forget(self, uid: str) -> bool:
-        """Remove one reservation (the failure path of filter); True if there was one."""
+    def forget_unbound(self, uid: str, verified: RowState | None = None) -> bool:
+        """A filter that placed the pod nowhere releases its previous reservation — only one no bind may
+        have acted on, or the very version the caller verified unbound (`rows.replaceable`); True if
+        removed."""
         with self.transaction() as db:
-            return self._delete(db, uid)
+            current = self._current(db, uid)
+            return current is not None and replaceable(current, verified) and self._delete(db, uid)
 
-    def forget_in_flight(self, uid: str, namespace: str, name: str) -> bool:
+    def forget_in_flight(self, uid: str, namespace: str, name: str, token: str = NO_BIND) -> bool:
         """The failure path of bind: remove the pod's reservation only while it is in flight (`assumed` or
-        `confirmed`) and only if it is this pod's (namespace/name): never a bound pod's, never another's."""
+        `confirmed`), only if it is this pod's (namespace/name) and only if no other bind marked it (its
+        mark is none or this bind's `token`): never a bound pod's, never another's, never one whose
+        binding another bind may have sent."""
         with self.transaction() as db:
             row = db.execute(
-                "SELECT 1 FROM reservations WHERE uid = ? AND namespace = ? AND name = ? AND state IN (?, ?)",
-                (uid, namespace, name, ASSUMED, CONFIRMED),
+                "SELECT 1 FROM reservations WHERE uid = ? AND namespace = ? AND name = ? AND state IN (?, ?)"
+                " AND bind IN (?, ?)",
+                (uid, namespace, name, ASSUMED, CONFIRMED, NO_BIND, token),
             ).fetchone()
             return self._delete(db, uid) if row else False
 
     # -- reconciliation (registration worker) -----------------------------------------------------------
 
     def upsert(self, entries: Iterable[Entry]) -> None:
+        """Write rows as the API shows their pods (the worker's live rules); the holds they leave no room
+        for are displaced (H1)."""
         with self.transaction() as db:
             for entry in entries:
                 self._put(db, entry)
+                self._enforce_h1(db, (entry.node,), f"displaced by {entry.namespace}/{entry.name} (bound)")
 
-    def remove(self, uids: Iterable[str]) -> int:
+    def remove(self, uids: Iterable[str], free: Freeing | None = None) -> int:
+        """Remove rows; with `free`, the nodes of those in flight are recorded as freed (`_delete`)."""
         with self.transaction() as db:
-            return sum(self._delete(db, uid) for uid in uids)
+            return sum(self._delete(db, uid, free) for uid in uids)
 
-    def remove_unchanged(self, rows: Iterable[RowState]) -> list[str]:
+    def remove_unchanged(self, rows: Iterable[RowState], free: Freeing | None = None) -> list[str]:
         """The sweep's removal: each row only if it is still exactly the one read (same state, same write
         time), checked in the same transaction — a /filter of another process that replaced it meanwhile
-        (the pod filtered again) keeps its new reservation. Returns the uids removed."""
+        (the pod filtered again) keeps its new reservation. Returns the uids removed; `free` as `remove`."""
         removed = []
         with self.transaction() as db:
             for row in rows:
@@ -320,19 +276,20 @@ class Ledger(LedgerConnection):
                     "SELECT 1 FROM reservations WHERE uid = ? AND state = ? AND updated_at = ?",
                     (row.uid, row.state, row.updated_at),
                 ).fetchone()
-                if found and self._delete(db, row.uid):
+                if found and self._delete(db, row.uid, free):
                     removed.append(row.uid)
         return removed
 
     def replace_all(self, entries: Iterable[Entry], keep: Callable[[Entry], bool] | None = None) -> None:
-        """A rebuild: the ledger becomes exactly `entries`; readers see a new epoch and reload.
+        """A rebuild: the ledger's rows become exactly `entries`; readers see a new epoch and reload. The
+        holds are kept (those the new rows leave no room for are displaced: H1).
 
         Current rows for which `keep` returns True survive (and win over an entry with the same uid); they
         are read in the same transaction, so an assume committed meanwhile is never lost."""
         with self.transaction() as db:
             final = {entry.uid: entry for entry in entries}
             if keep is not None:
-                current = (_entry(row) for row in db.execute(f"SELECT {_COLUMNS} FROM reservations"))
+                current = (entry_of(row) for row in db.execute(f"SELECT {COLUMNS} FROM reservations"))
                 final.update({row.uid: row for row in current if keep(row)})
             db.execute("DELETE FROM reservations")
             db.execute("DELETE FROM tombstones")
@@ -343,59 +300,17 @@ class Ledger(LedgerConnection):
             db.execute(
                 "UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'seq') WHERE key = 'pruned'"
             )
+            held = [str(node) for (node,) in db.execute("SELECT DISTINCT node FROM holds")]
+            self._enforce_h1(db, held, "displaced by a rebuild")  # the holds are kept, within H1
 
     def all_entries(self) -> list[Entry]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM reservations ORDER BY uid").fetchall()
-        return [_entry(row) for row in rows]
+            rows = self._db.execute(f"SELECT {COLUMNS} FROM reservations ORDER BY uid").fetchall()
+        return [entry_of(row) for row in rows]
 
     def row_states(self) -> list[RowState]:
         """uid, state and write time of every row, nothing decoded: what the worker's sweep reads (decoding
         20,000 rows' device uses with `all_entries` costs ~0.4 s of CPU every sweep)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT uid, state, updated_at, namespace, name FROM reservations"
-            ).fetchall()
-        return [RowState(str(u), str(s), float(at), str(ns), str(n)) for u, s, at, ns, n in rows]
-
-    # -- incremental readers ----------------------------------------------------------------------------
-
-    def changes_since(self, seq: int, epoch: int) -> Changes:
-        """The rows changed and removed after `seq`; everything when `epoch` is not the ledger's or the
-        tombstones after `seq` were pruned. Each read is one statement: one consistent snapshot of the WAL."""
-        found, meta = self._select(_CHANGES, (seq, epoch))
-        full = meta["epoch"] != epoch or seq < meta["pruned"]
-        if full:
-            found, meta = self._select(_EVERYTHING, ())
-        rows = [row for row in found if row[0] == _ROW]
-        removed = tuple(str(row[1]) for row in found if row[0] == _TOMBSTONE)
-        seqs = tuple(int(row[-1]) for row in rows)
-        return Changes(tuple(_entry(r[1:-1]) for r in rows), removed, meta["seq"], meta["epoch"], full, seqs)
-
-    def _select(self, query: str, args: tuple[int, ...]) -> tuple[list[Any], dict[str, int]]:
-        with self._lock:
-            found = self._db.execute(query, args).fetchall()
-        return found, {str(row[1]): int(row[-1]) for row in found if row[0] == _META}
-
-    def prune_tombstones(self, keep: int = 100_000) -> None:
-        """Forget old deletions; readers further behind than the prune point reload fully."""
-        with self.transaction() as db:
-            (current,) = db.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()
-            cutoff = int(current) - keep
-            if cutoff > 0:
-                db.execute("DELETE FROM tombstones WHERE seq <= ?", (cutoff,))
-                db.execute("UPDATE meta SET value = MAX(value, ?) WHERE key = 'pruned'", (cutoff,))
-
-    # -- status rows (leader, lease, synced, heartbeat) -------------------------------------------------
-
-    def set_status(self, values: Mapping[str, object]) -> None:
-        with self.transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO status (key, value) VALUES (?, ?)",
-                [(key, orjson.dumps(value)) for key, value in values.items()],
-            )
-
-    def status(self) -> dict[str, object]:
-        with self._lock:
-            rows = self._db.execute("SELECT key, value FROM status").fetchall()
-        return {key: orjson.loads(value) for key, value in rows}
+            rows = self._db.execute(ROW_STATE).fetchall()
+        return [row_state(row) for row in rows]

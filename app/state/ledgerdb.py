@@ -11,7 +11,7 @@ Invariants owned here:
   (`Ledger.assume`) rests on; a read transaction (`BEGIN`) sees one consistent snapshot of the WAL.
 - Opening never fails because other processes open a NEW file at the same moment (Gunicorn workers
   booting): the switch to WAL is retried; the schema (app/state/schema.py) is created or completed in one
-  transaction, so a file written before the quota table existed gets it, filled.
+  transaction, so a file written before the quota table or a later column existed gets it (filled).
 - `data_version` moves on every commit, ours included.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.state.schema import QUOTA_FILL, QUOTA_TABLE, QUOTA_TRIGGERS, SCHEMA
+from app.state.schema import ADDED_COLUMNS, QUOTA_FILL, QUOTA_TABLE, QUOTA_TRIGGERS, SCHEMA
 
 
 def _enable_wal(db: sqlite3.Connection, timeout: float) -> None:
@@ -58,6 +58,10 @@ class LedgerConnection:
             for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
                     self._db.execute(statement)
+            for table, column, kind in ADDED_COLUMNS:  # a file written before the column existed
+                names = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in names:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'quota_used'").fetchone():
                 self._db.execute(QUOTA_TABLE)
                 for trigger in QUOTA_TRIGGERS:

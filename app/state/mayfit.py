@@ -13,7 +13,8 @@ Invariants:
   screened again before it is used (`MayFit.refresh`), so a ledger change or a new snapshot generation
   invalidates exactly the rows it touched, and a table rebuild all of them;
 - verdicts are computed from the table's own columns only; a decision that sees a row differently (a
-  re-filtered pod's own reservation subtracted) screens that row apart and never stores it;
+  re-filtered pod's own reservation subtracted, held slots that block the pod added) screens that row
+  apart and never stores it;
 - memory is bounded: `SHAPES` shapes (least recently used dropped), one bool and one stamp per row each.
 """
 

@@ -16,6 +16,7 @@ from cachetools import LRUCache
 
 from app.core import pods
 from app.core.model import DeviceUse
+from app.core.podfacts import facts_of
 from app.core.reservations import reservation_from_pod
 from app.core.vendor import Vendor
 from app.state.ledger import BOUND, Entry
@@ -43,6 +44,7 @@ def entry_for(
     reservation = reservation_from_pod(pod, vendors, schedulers)
     if reservation is None:
         return None
+    facts = facts_of(pod)
     return Entry(
         uid=reservation.uid,
         namespace=reservation.namespace,
@@ -53,6 +55,10 @@ def entry_for(
         quota=reservation.quota_use,
         allocation=allocation_of(pod, vendors),
         updated_at=updated_at,
+        priority=facts.priority,
+        started=facts.started,
+        terminating=facts.terminating,
+        gang=facts.gang,
     )
 
 

@@ -1,9 +1,10 @@
 """The ledger's SQLite schema (app/state/ledger.py): the reservation rows, the change log (sequence numbers,
-tombstones, epoch), the worker's status rows, the deferred writes' answers, the PodGroups and their members
-the worker keeps for /filter and the gang members' allocation writes held until their quorum is reserved
-(app/state/podgroups.py), and the per-namespace quota usage kept by triggers,
-so that an assume reads a namespace's total in one indexed lookup instead of decoding every reservation of
-the namespace (thousands of rows at 20,000 running pods).
+tombstones, epoch), the worker's status rows, the deferred writes' answers, the held reservations with the
+capacity their endings freed and their endings' counts (app/state/holdstore.py; meta `holds` counts every
+change of them), the PodGroups and their members the worker keeps for /filter, the gang members' allocation
+writes held until their quorum is reserved and the gangs' attempts (app/state/podgroups.py), and the
+per-namespace quota usage kept by triggers, so that an assume reads a namespace's total in one indexed lookup
+instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ CREATE TABLE IF NOT EXISTS reservations (
     quota BLOB NOT NULL,
     allocation TEXT NOT NULL,
     updated_at REAL NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    bind TEXT NOT NULL DEFAULT '',
+    priority INTEGER NOT NULL DEFAULT 0,
+    started TEXT NOT NULL DEFAULT '',
+    terminating INTEGER NOT NULL DEFAULT 0,
+    gang TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS reservations_node ON reservations (node);
 CREATE INDEX IF NOT EXISTS reservations_namespace ON reservations (namespace);
@@ -28,7 +34,37 @@ CREATE INDEX IF NOT EXISTS reservations_seq ON reservations (seq);
 CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, uid TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS status (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS written (uid TEXT PRIMARY KEY, allocation TEXT NOT NULL, pod BLOB NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0);
+CREATE TABLE IF NOT EXISTS holds (
+    key TEXT NOT NULL,
+    slot TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('nomination', 'gang')),
+    owner TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    uses BLOB NOT NULL,
+    victims BLOB NOT NULL,
+    reason TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (key, slot)
+);
+CREATE INDEX IF NOT EXISTS holds_node ON holds (node);
+CREATE INDEX IF NOT EXISTS holds_owner ON holds (owner);
+CREATE TABLE IF NOT EXISTS freed (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    node TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hold_endings (
+    kind TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (kind, cause)
+);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0), ('holds', 0);
 CREATE TABLE IF NOT EXISTS podgroups (
     namespace TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -73,6 +109,14 @@ CREATE TABLE IF NOT EXISTS gang_writes (
     write BLOB NOT NULL
 );
 """
+# Columns added to a table after its first release: a file written before gets them (app/state/ledgerdb.py).
+ADDED_COLUMNS = (
+    ("reservations", "bind", "TEXT NOT NULL DEFAULT ''"),
+    ("reservations", "priority", "INTEGER NOT NULL DEFAULT 0"),
+    ("reservations", "started", "TEXT NOT NULL DEFAULT ''"),
+    ("reservations", "terminating", "INTEGER NOT NULL DEFAULT 0"),
+    ("reservations", "gang", "TEXT NOT NULL DEFAULT ''"),
+)
 # Quota usage per namespace, kept by triggers so that assume reads a namespace's total in one indexed lookup
 # instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods). The
 # implicit delete of INSERT OR REPLACE fires the delete trigger only with recursive_triggers on.

@@ -12,6 +12,10 @@ changed since has a newer number and a row removed since lowers the count.
 
 Caches derived from usage (the fast path's per-node scores and device columns) ask `touched_since` which
 nodes changed since they last looked, instead of comparing 5,000 nodes on every request.
+
+The held reservations (docs/held-reservations.md) are kept too, whole: reloaded when the ledger's holds
+version moved (they are few). They are not part of any node's usage here — who they block depends on the
+asker (app/core/holds.py), so the fast path adds them per request.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
+from app.core.holds import Hold
 from app.core.model import DeviceUse, NodeUse
 from app.state.ledger import Changes, Entry, Ledger
 
@@ -51,6 +56,8 @@ class UsageView:
         self.epoch = 0
         self.version = (-1, -1)  # ledger data_version at the last refresh
         self.changes = 0  # number of refreshes that changed some node's usage
+        self.holds: tuple[Hold, ...] = ()  # every stored slot (readers judge expiry)
+        self.holds_version = -1
         self._touched: deque[tuple[int, frozenset[str]]] = deque(maxlen=TOUCHED_HISTORY)
         self._lock = threading.Lock()
 
@@ -102,6 +109,8 @@ class UsageView:
             changes = ledger.changes_since(self.seq, self.epoch)
             self.version = version
             touched = self._apply(changes)
+            if changes.holds != self.holds_version:
+                self.set_holds(*ledger.all_holds())
             if changes.full:
                 gc.freeze()  # 20,000 long-lived entries: out of full collections (app.state.inventory)
             return touched
@@ -157,6 +166,10 @@ class UsageView:
         quota = self.quota.get(old.namespace, {})
         for name, amount in old.quota.items():
             quota[name] = quota.get(name, 0) - amount
+
+    def set_holds(self, version: int, holds: Iterable[Hold]) -> None:
+        """Take the holds (as `Ledger.all_holds` reads them); tests set them directly."""
+        self.holds, self.holds_version = tuple(holds), version
 
     def load(self, entries: Iterable[Entry]) -> None:
         """Replace the view with `entries` (tests and rebuild comparisons)."""

@@ -87,6 +87,17 @@ class Stack:
         self.closers: list[Callable[[], None]] = []  # in-process helpers to stop before the control plane
         self._recipes: dict[str, tuple[list[str], dict[str, str] | None]] = {}
 
+    def extender_http(self) -> tuple[Any, str]:
+        """A connection pool presenting kube-scheduler's client certificate (the extender listener serves
+        /filter, /bind and /debug/state to it alone), and the URL of the first replica's extender server.
+        The caller clears the pool."""
+        client = self.workdir / "kube-scheduler-client"
+        assert self.ca_file is not None
+        http = pool_manager(
+            1, self.ca_file.read_bytes(), client_cert=(str(client / "tls.crt"), str(client / "tls.key"))
+        )
+        return http, self.extender_urls.get(self.service_url, self.service_url)
+
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         process = start_process(argv, log_path=self.workdir / f"{name}.log", env=env, cwd=REPO_ROOT)
         if self.image is not None and argv[:2] == [BUILDAH, "run"]:

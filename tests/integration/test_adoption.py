@@ -178,7 +178,7 @@ def test_a_restarted_worker_rebuilds_with_the_adopted_pod(service: Any, cluster:
     version = cluster.pod("from-hami", TEAM)["metadata"]["resourceVersion"]
     adopted = rows(service)["from-hami"]
     service.kill(worker_only=True)
-    service.ledger.forget(adopted.uid)  # lost, and a faulty component recorded the foreign pod
+    service.ledger.remove([adopted.uid])  # lost, and a faulty component recorded the foreign pod
     foreign = cluster.pod("foreign")
     service.ledger.upsert(
         [

@@ -35,7 +35,7 @@ def service(start_service: Any, cluster: Any, emulator: Any, wait_for: Any) -> A
 def _filtered_by_another_leader(service: Any, cluster: Any, name: str, memory: int) -> dict[str, Any]:
     pod = cluster.create_pod(cluster.gpu_pod(name, memory=memory))
     assert service.filter(pod, [NODE])["NodeNames"] == [NODE]
-    assert service.ledger.forget(pod["metadata"]["uid"])
+    assert service.ledger.remove([pod["metadata"]["uid"]]) == 1
     return pod
 
 

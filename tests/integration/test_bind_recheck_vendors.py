@@ -70,7 +70,9 @@ def service(
 def test_a_neuron_core_two_leaders_gave_twice_is_not_bound_twice(service: Any, cluster: Any) -> None:
     stranger = cluster.create_pod(_core_pod("stranger"))
     assert service.filter(stranger, [NODE])["NodeNames"] == [NODE]
-    assert service.ledger.forget(stranger["metadata"]["uid"])  # as if a previous leader had filtered it
+    assert (
+        service.ledger.remove([stranger["metadata"]["uid"]]) == 1
+    )  # as if a previous leader had filtered it
     own = cluster.create_pod(_core_pod("own"))
     assert service.filter(own, [NODE])["NodeNames"] == [NODE]
     for name in ("stranger", "own"):  # both were given core 0: mask 1 on the device

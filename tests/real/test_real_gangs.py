@@ -287,3 +287,29 @@ def test_a_gang_beside_a_stream_of_single_pods(gang_cluster: Stack) -> None:
     reserved = _reservations(gang_cluster)
     running = {p["metadata"]["uid"] for p in _pods(kube).values() if _running(p)}
     assert set(reserved) == running  # nothing held for an unbound pod once the TTLs passed
+
+
+def test_a_pod_refused_for_a_gang_binds_soon_after_the_gang_is_deleted(gang_cluster: Stack) -> None:
+    """A gang whose GPUs fit but whose CPU does not holds its plan and its members' reservations for a
+    moment; a two-GPU pod created then is refused (only one GPU is not held). Deleting the gang frees them
+    at once (its pending members' rows, its plan) and the leader's touch of the node makes kube-scheduler
+    try the pod again: it binds within 5 s."""
+    watch = Watch(gang_cluster)
+    kube = watch.kube
+    names = _gang(kube, "cpu-hold", 3, cpu="40")
+
+    def gang_holds() -> bool:
+        reserved = _reservations(gang_cluster)
+        return sum(_held(p, reserved) for n, p in _pods(kube).items() if n in names) >= 2
+
+    wait_for(gang_holds, 30, "the gang holding two members' GPUs", watch)
+    kube.create(pod_path("default"), _gpu_pod("waiting", None, gpus=2))
+    wait_for(lambda: _scheduled_false(_pods(kube).get("waiting")), 30, "the pod refused", watch)
+    assert not _pods(kube)["waiting"]["spec"].get("nodeName")
+    for name in names:
+        kube.delete(f"{pod_path('default')}/{name}", grace=0)
+    kube.delete(f"{PODGROUPS}/cpu-hold")
+    deleted = time.monotonic()
+    wait_for(lambda: _running(_pods(kube).get("waiting")), 30, "the waiting pod running", watch)
+    elapsed = time.monotonic() - deleted
+    assert elapsed <= 5.0, f"bound {elapsed:.1f}s after the gang went"

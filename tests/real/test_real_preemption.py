@@ -28,7 +28,7 @@ from app.core.codec import decode_pod_single_device
 from sim.cluster.harness import running_cluster
 from sim.cluster.spec import ClusterSpec
 from sim.cluster.stack import Stack
-from sim.kit.kube import Kube, pod_path, pool_manager
+from sim.kit.kube import Kube, pod_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.real]
 CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -115,13 +115,8 @@ def _gpu_memory(kube: Kube) -> dict[str, int]:
 
 def _reservations(stack: Stack) -> dict[str, dict[str, Any]]:
     """uid -> our replica's reservation on gpu-node-01 (/debug/state, kube-scheduler's client certificate)."""
-    client = stack.workdir / "kube-scheduler-client"
-    assert stack.ca_file is not None
-    http = pool_manager(
-        1, stack.ca_file.read_bytes(), client_cert=(str(client / "tls.crt"), str(client / "tls.key"))
-    )
+    http, url = stack.extender_http()
     try:
-        url = stack.extender_urls.get(stack.service_url, stack.service_url)
         state = orjson.loads(http.request("GET", f"{url}/debug/state?node=gpu-node-01").data)
     finally:
         http.clear()

@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 from app.core.decision import decide
 from app.core.fit import PodContext
+from app.core.holds import GANG, NOMINATION, Asker, Hold, held_use
 from app.core.model import DeviceUse, NodeDevices, QuotaEntry
 from app.core.policy import node_score_sign
 from app.core.score import node_score
-from app.core.usage import same_use, working_devices
+from app.core.usage import same_use, sum_uses, working_devices
 from app.devices.nvidia import keys
 from app.state.fastpath import FastPath, best, ranked_chunks, winner_order
 from app.state.ledger import BOUND, Entry, Ledger
@@ -36,6 +37,7 @@ from app.state.snapshot import NodeRecord, Snapshot
 from app.state.usage import UsageView
 
 UID = "uid-p"
+NOW = 1_000.0  # the decisions' clock (held slots expire)
 # The equivalence is the fast path's whole contract, so many examples (single runs while developing: 15,000
 # for the equivalence, 3,000 for the caches)
 EXACT = settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -140,11 +142,13 @@ def assert_same_decision(
     snapshot: Snapshot,
     usage: UsageView,
     others: Mapping[str, Mapping[str, DeviceUse]],
+    asker: Asker | None = None,
 ) -> None:
-    """`others`: the usage `decide` must see, i.e. without this pod's own reservation."""
+    """`others`: the usage `decide` must see, i.e. without this pod's own reservation (and with the held
+    slots that block `asker`)."""
     nodes = {name: record.devices for name, record in snapshot.nodes.items()}
     expected = decide(cluster.ctx, cluster.names, nodes, others, VENDORS, snapshot.broken)
-    choice = fast.choose(cluster.ctx, cluster.names, snapshot, usage, VENDORS, UID)
+    choice = fast.choose(cluster.ctx, cluster.names, snapshot, usage, VENDORS, UID, asker, NOW)
     assert choice.winner == expected.winner
     if expected.winner is None:
         assert list(choice.failed.items()) == list(expected.failed.items())
@@ -237,7 +241,7 @@ def test_caches_follow_usage_and_node_changes(
                     ledger.upsert([Entry(f"other-{target.name}", "default", "x", target.name, BOUND, use)])
                 elif step[0] == "forget":
                     others.pop(target.name, None)
-                    ledger.forget(f"other-{target.name}")
+                    ledger.remove([f"other-{target.name}"])
                 elif step[0] == "node":
                     nodes[index] = _change_node(target, step[2])
                 records = dict(snapshot.nodes)
@@ -292,3 +296,50 @@ def test_best_is_the_head_of_winner_order(scores: list[float], k: int) -> None:
     chunks = list(ranked_chunks(keys, positions, k))
     assert np.concatenate(chunks).tolist() == full
     assert [len(c) for c in chunks[:-1]] == [k * 4**i for i in range(len(chunks) - 1)]
+
+
+# -- held reservations (docs/held-reservations.md) --------------------------------------------------------
+
+
+@st.composite
+def held(draw: st.DrawFn, nodes: tuple[NodeDevices, ...]) -> tuple[list[Hold], Asker]:
+    """Random nominations and gang slots on the cluster's nodes (their uses as random as other pods'), of
+    random owners, priorities and expiries, and the asker: this pod, with a random priority and gang."""
+    holds = []
+    for i in range(draw(st.integers(0, 4))):
+        target = draw(st.sampled_from(nodes))
+        kind = draw(st.sampled_from([NOMINATION, GANG]))
+        owner = draw(st.sampled_from([UID, "other-pod"])) if kind == NOMINATION else "default/g"
+        slot = draw(st.sampled_from([UID, "member-2"])) if kind == GANG else ""
+        uses = draw(existing_use(target.devices))
+        priority, expires = draw(st.integers(0, 3)), draw(st.sampled_from([NOW, NOW + 30]))
+        key = f"{kind}/{owner}"
+        holds.append(
+            Hold(key, slot, kind, owner, "default", owner, priority, target.name, uses, (), "", i, expires)
+        )
+    asker = Asker(UID, draw(st.integers(0, 3)), draw(st.sampled_from(["", "default/g"])))
+    return holds, asker
+
+
+@EXACT
+@given(st.data())
+def test_fast_path_with_holds_decides_like_decide_on_the_rows_and_the_blocking_slots(
+    data: st.DataObject,
+) -> None:
+    """The slots that block the asker count as usage on their nodes; nothing else about holds matters."""
+    cluster = data.draw(clusters())
+    holds, asker = data.draw(held(cluster.nodes))
+    usage = UsageView()
+    usage.load(entries_of(cluster))
+    usage.set_holds(7, holds)
+    others = {name: dict(use) for name, use in cluster.others.items()}
+    for name, extra in held_use(holds, asker, NOW).items():
+        others[name] = sum_uses((others.get(name, {}), extra))
+    fast = FastPath(first_screen=data.draw(st.integers(1, 4)))
+    assert_same_decision(fast, cluster, snapshot_of(cluster.nodes), usage, others, asker)
+    choice = fast.choose(
+        cluster.ctx, cluster.names, snapshot_of(cluster.nodes), usage, VENDORS, UID, asker, NOW
+    )
+    assert choice.winner is None or choice.holds == 7  # what the assume compares with the ledger's version
+    plain = {name: dict(use) for name, use in cluster.others.items()}
+    assert_same_decision(fast, cluster, snapshot_of(cluster.nodes), usage, plain)  # the same caches, no asker

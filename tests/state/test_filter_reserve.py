@@ -6,6 +6,7 @@ Each placement is compared with what the reference `decide` says for the same st
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,9 +15,11 @@ from core_builders import VENDORS, ctr, gpu, node, pod
 
 from app.context import Context
 from app.core.decision import Policies, decide, pod_context
+from app.core.holds import NOMINATION, Hold, nomination_key
 from app.core.model import DeviceUse
 from app.filter import usecase as filtering
 from app.state import snapshot
+from app.state.holdstore import Judge
 from app.state.inventory import InventoryCache
 from app.state.ledger import ASSUMED, BOUND, Entry, Ledger
 from app.state.snapshot import NodeRecord, Snapshot
@@ -183,10 +186,55 @@ def test_the_winners_rows_are_read_only_when_they_changed_since_the_decision(
 
     def forget_first(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(context.ledger, "assume", assume)
-        context.ledger.forget("other")  # an older row than s1's: the newest number stays
+        context.ledger.remove(["other"])  # an older row than s1's: the newest number stays
         return assume(*args, **kwargs)
 
     monkeypatch.setattr(context.ledger, "assume", forget_first)
     second, _ = _reserve(context, pod(ctr(gpu=1, mem=1000), uid="s2"))
     assert second is not None and second.node == "busy" and read == ["busy"]
     assert evaluated == [{"busy-1": DeviceUse(1, 1000, 0)}]  # s1's use only (spread GPU policy): no other
+
+
+def test_the_assumed_row_keeps_the_pods_facts(context: Context) -> None:
+    """Priority, creation time and gang, from the request's pod (app/core/podfacts.py)."""
+    the_pod = pod(ctr(gpu=1, mem=1000), uid="facts")
+    the_pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    the_pod["spec"] |= {"priority": 50, "schedulingGroup": {"podGroupName": "train"}}
+    reserved, _ = _reserve(context, the_pod)
+    entry = context.ledger.get("facts")
+    assert reserved is not None and entry is not None
+    assert (entry.priority, entry.started, entry.terminating, entry.gang) == (
+        50,
+        "2026-01-01T00:00:00Z",
+        False,
+        f"{the_pod['metadata']['namespace']}/train",
+    )
+
+
+def _nominate(context: Context, owner: str, priority: int, uses: dict[str, DeviceUse]) -> None:
+    hold = Hold(nomination_key(owner), "", NOMINATION, owner, "default", owner, priority, "busy", uses)
+    hold = dataclasses.replace(hold, created_at=context.clock(), expires_at=context.clock() + 60)
+    assert context.ledger.create_holds(hold.key, {"busy"}, lambda states: [hold], now=context.clock())
+
+
+def test_a_nomination_steers_lower_priority_pods_away_and_its_owner_takes_it(context: Context) -> None:
+    """busy-0 has 6,000 MiB free and busy-1 10,000 (binpack prefers busy); a nomination of priority 10
+    holds busy-1 whole and 5,000 of busy-0: a pod of priority 10 goes to idle, the preemptor itself takes
+    busy, consuming its nomination, and a pod of priority 11 is not blocked by any hold."""
+    context.ledger.use_judge(Judge(lambda name: {n.name: n for n in NODES}.get(name), VENDORS, context.clock))
+    _nominate(context, "preemptor", 10, {"busy-0": DeviceUse(1, 5000, 0), "busy-1": DeviceUse(1, 10000, 0)})
+    blocked = pod(ctr(gpu=1, mem=3000), uid="equal")
+    blocked["spec"]["priority"] = 10
+    reserved, _ = _reserve(context, blocked)
+    assert reserved is not None and reserved.node == "idle"
+    owner = pod(ctr(gpu=1, mem=3000), uid="preemptor")
+    owner["spec"]["priority"] = 10
+    reserved, _ = _reserve(context, owner)
+    assert reserved is not None and reserved.node == "busy"
+    assert context.ledger.all_holds()[1] == [], "consumed"
+    _nominate(context, "second", 10, {"busy-0": DeviceUse(1, 3000, 0)})
+    vip = pod(ctr(gpu=1, mem=3000), uid="vip")
+    vip["spec"]["priority"] = 11
+    reserved, _ = _reserve(context, vip)
+    assert reserved is not None and reserved.node == "busy", "not blocked: binpack stays on busy"
+    assert context.ledger.hold_endings() == {(NOMINATION, "consumed"): 1}, "the rest fits beside it"

@@ -22,6 +22,7 @@ from app.filter import usecase as filtering
 from app.filter.write import Write
 from app.k8s.events import PodRef
 from app.state import snapshot
+from app.state.holdstore import Judge
 from app.state.inventory import InventoryCache
 from app.state.ledger import ASSUMED, BOUND, Entry, Ledger
 from app.state.podgroups import MemberFacts, PodGroups, Quorum
@@ -53,10 +54,13 @@ def context(tmp_path: Path) -> Context:
     snapshot.write(tmp_path, Snapshot(1, {n.name: NodeRecord(n, 1) for n in NODES}, {}, {}))
     settings = Settings(state_dir=tmp_path, policies=Policies("spread", "binpack"), gang_ttl=15.0)
     none = cast(Any, None)  # neither the gate nor reserve patches the API
+    ledger = Ledger(tmp_path)
+    by_name = {n.name: n for n in NODES}
+    ledger.use_judge(Judge(by_name.get, VENDORS, lambda: CLOCK[0]))  # H1 on every write, as a service does
     return Context(
         settings,
         none,
-        Ledger(tmp_path),
+        ledger,
         InventoryCache(tmp_path),
         UsageView(),
         cast(Any, Events()),
@@ -288,3 +292,103 @@ def test_a_gang_kube_scheduler_abandons_holds_nothing_for_a_while(context: Conte
     PodGroups(context.ledger).forget_attempts([("default", "train")])
     CLOCK[0] = NOW + 200
     assert gate(context, members[1])[1].gang == "planned"
+
+
+# -- the plan held (docs/held-reservations.md) ------------------------------------------------------------
+
+
+def _reserve(context: Context, the_pod: dict[str, Any]) -> filtering.Reserved | None:
+    current = context.refresh()
+    assert current is not None
+    probe = pod_context(the_pod, VENDORS, context.settings.policies, {})
+    return filtering.reserve(context, the_pod, probe, NAMES, current, filtering.FilterOutcome())
+
+
+def _plan(context: Context) -> dict[str, str]:
+    """member UID -> the node of its slot, in the gang's stored plan."""
+    return {h.slot: h.node for h in context.ledger.all_holds()[1] if h.key == "gang/default/train"}
+
+
+def test_a_plan_is_held_and_kept_for_the_members(context: Context) -> None:
+    members = gang_of(context, 6, 6)  # six GPUs: every one planned
+    answer, outcome = gate(context, members[0])
+    assert answer is None and outcome.gang == "planned"
+    plan = _plan(context)
+    assert set(plan) == {f"uid-m{i}" for i in range(6)}
+    created = {h.created_at for h in context.ledger.all_holds()[1]}
+    for other in members[1:3]:  # kube-scheduler filters the next members: the plan stays as it is
+        answer, outcome = gate(context, other)
+        assert answer is None and outcome.gang == "kept"
+    assert _plan(context) == plan and {h.created_at for h in context.ledger.all_holds()[1]} == created
+
+
+def test_a_held_plan_blocks_a_single_pod_and_each_member_takes_its_place(context: Context) -> None:
+    members = gang_of(context, 6, 6)
+    gate(context, members[0])
+    single = pod(ctr(gpu=1, pct=100), name="single", uid="uid-single")
+    assert _reserve(context, single) is None  # every GPU is planned for the gang (equal priority)
+    for i, member_pod in enumerate(members):
+        answer, outcome = gate(context, member_pod)
+        assert answer is None and outcome.gang in ("planned", "kept")
+        reserved = _reserve(context, member_pod)
+        assert reserved is not None, f"member {i} found no place"
+        assert f"uid-m{i}" not in _plan(context)  # its slot consumed by its assume
+    assert _plan(context) == {}
+    assert len(context.ledger.all_entries()) == 6
+
+
+def test_a_higher_priority_pod_is_not_blocked(context: Context) -> None:
+    members = gang_of(context, 6, 6)
+    gate(context, members[0])
+    urgent = pod(ctr(gpu=1, pct=100), name="urgent", uid="uid-urgent")
+    urgent["spec"]["priority"] = 1000
+    assert _reserve(context, urgent) is not None  # displaces the gang's lower-priority plan
+    assert _plan(context) == {}  # a plan missing a place is no plan: released whole
+
+
+def test_a_refused_quorum_releases_its_plan(context: Context) -> None:
+    members = gang_of(context, 6, 6)
+    gate(context, members[0])
+    assert _plan(context)
+    PodGroups(context.ledger).put_groups([PodGroupFacts("default", "train", "g-uid", min_count=7)])
+    store = PodGroups(context.ledger)
+    extra = member("m6")
+    store.put_members([MemberFacts("uid-m6", "default", "train", "m6", "", extra)])
+    answer, outcome = gate(context, members[1])
+    assert answer is outcome and outcome.gang == "refused"
+    assert _plan(context) == {}
+
+
+def test_a_changed_quorum_remakes_the_plan(context: Context) -> None:
+    members = gang_of(context, 6, 6)
+    gate(context, members[0])
+    PodGroups(context.ledger).put_groups([PodGroupFacts("default", "train", "g-uid", min_count=4)])
+    answer, outcome = gate(context, members[1])
+    assert answer is None and outcome.gang == "planned"
+    plan = _plan(context)
+    assert len(plan) == 4 and "uid-m1" in plan
+
+
+def test_a_placed_quorum_releases_the_plan(context: Context) -> None:
+    members = gang_of(context, 6, 2)
+    gate(context, members[0])
+    assert len(_plan(context)) == 2
+    for member_pod in members[:2]:
+        gate(context, member_pod)
+        assert _reserve(context, member_pod) is not None
+    answer, outcome = gate(context, members[2])  # an extra member once the quorum holds reservations
+    assert answer is None and not outcome.gang
+    assert _plan(context) == {}
+
+
+def test_a_member_filtered_again_keeps_its_place_and_the_others_are_planned(context: Context) -> None:
+    """The next attempt of a gang: the asker still holds its reservation of the last one, which places it;
+    the plan is made for the others only (a slot of its own next to its row would count its GPU twice)."""
+    members = gang_of(context, 6, 6)
+    gate(context, members[0])
+    assert _reserve(context, members[0]) is not None
+    context.ledger.release_holds(["gang/default/train"], "expired", NOW)  # the gang TTL passed
+    answer, outcome = gate(context, members[0])
+    assert answer is None and outcome.gang == "planned"
+    assert set(_plan(context)) == {f"uid-m{i}" for i in range(1, 6)}
+    assert _reserve(context, members[0]) is not None  # back on a GPU no slot holds

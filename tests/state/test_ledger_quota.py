@@ -77,7 +77,7 @@ def test_quota_totals_follow_every_write(steps: list[tuple[str, object]]) -> Non
                     ledger.upsert(argument)
                     live.update({e.uid: e for e in argument})
                 elif kind == "forget":
-                    ledger.forget(str(argument))
+                    ledger.remove([str(argument)])
                     live.pop(str(argument), None)
                 elif kind == "state":
                     ledger.set_state(str(argument), CONFIRMED)
@@ -108,7 +108,7 @@ def test_a_ledger_from_before_the_totals_gets_them_filled(tmp_path: Path) -> Non
     try:
         assert observed(reopened, "a", "") == {"nvidia.com/gpumem": 150, "nvidia.com/gpucores": 5}
         assert observed(reopened, "a", "u2") == {"nvidia.com/gpumem": 100, "nvidia.com/gpucores": 0}
-        reopened.forget("u1")
+        reopened.remove(["u1"])
         assert observed(reopened, "a", "") == {"nvidia.com/gpumem": 50, "nvidia.com/gpucores": 5}
     finally:
         reopened.close()

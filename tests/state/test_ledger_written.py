@@ -45,11 +45,11 @@ def _refiltered_same(ledger: Ledger) -> None:
 
 
 def _forgotten(ledger: Ledger) -> None:
-    ledger.forget("u1")
+    ledger.remove(["u1"])
 
 
 def _forgotten_and_back(ledger: Ledger) -> None:
-    ledger.forget("u1")
+    ledger.remove(["u1"])
     ledger.upsert([row("a", CONFIRMED)])  # e.g. another replica's write seen by the watch
 
 

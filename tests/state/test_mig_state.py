@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from app.core.model import DeviceUse, MigInstance, MigPlacement, MigSlice
 from app.devices.nvidia import Nvidia
 from app.state import gauges
-from app.state.columns import NodeTable, with_row_usage
+from app.state.columns import NodeTable, with_rows_usage
 from app.state.ledger import BOUND, LEDGER_FILE, Entry, Ledger
 from app.state.screen import Screen
 from app.state.snapshot import NodeRecord, Snapshot
@@ -124,7 +124,7 @@ def test_columns_mark_mig_devices_and_devices_with_slices() -> None:
     table.sync(snapshot, view)
     assert table.columns is not None
     assert table.columns.mig.tolist() == [[False, False], [True, False], [False, True]]
-    columns, _ = with_row_usage(table, 2, {})
+    columns, _ = with_rows_usage(table, {2: {}})
     assert columns.mig.tolist() == [[False, False], [True, False], [False, False]]
     # screening never rejects such nodes nor states their reason: they are evaluated fully
     huge = context(pod(ctr("c", gpu=1, mem=10**6)))

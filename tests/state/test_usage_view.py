@@ -56,7 +56,7 @@ def _run(ledger: Ledger, view: UsageView, op: tuple[object, ...]) -> None:
         uid, node, mem = str(op[1]), str(op[2]), int(op[3])  # type: ignore[call-overload]
         ledger.upsert([Entry(uid, "default", uid, node, ASSUMED, {f"{node}-0": DeviceUse(1, mem * 100, 0)})])
     elif kind == "forget":
-        ledger.forget(str(op[1]))
+        ledger.remove([str(op[1])])
     elif kind == "confirm":
         ledger.set_state(str(op[1]), CONFIRMED, only_from=(ASSUMED,))
     elif kind == "rebuild":

@@ -28,15 +28,6 @@ def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
         yield handle
 
 
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    opened = Ledger(tmp_path / "state")
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 def _sample(metrics: WorkerMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels or None)
 

@@ -5,6 +5,7 @@ with the Workload API: tests/real/test_real_gangs.py."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,13 @@ import pytest
 from worker_builders import VENDORS
 
 from app.core.gang import ALL, Attempts, PodGroupFacts
+from app.core.holds import GANG, Hold
 from app.k8s.client import Kube
 from app.state.ledger import ASSUMED, Ledger, RowState
-from app.state.podgroups import PodGroups
+from app.state.podgroups import Gang, MemberFacts, PodGroups
 from sim.emulator.testing import EmulatorHandle, run_emulator
 from workers.informers import ADDED, DELETED, MODIFIED, Change
-from workers.podgroups import GangWatch, member_facts, podgroup_shape
+from workers.podgroups import GangWatch, member_facts, plan_gone, podgroup_shape
 from workers.reconcile import Rules, suspects
 from workers.shapes import pod_shape
 
@@ -26,15 +28,6 @@ from workers.shapes import pod_shape
 def sim(tmp_path: Path) -> Iterator[EmulatorHandle]:
     with run_emulator(tmp_path / "sim") as handle:
         yield handle
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    opened = Ledger(tmp_path / "state")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def member(name: str, group: str | None = "train", node: str = "", phase: str = "Pending") -> dict[str, Any]:
@@ -147,3 +140,25 @@ def test_a_member_bound_starts_the_gangs_attempts_afresh(
     assert store.attempts(group) == Attempts(0.0, 2, 500.0)
     watch.on_pods([Change(MODIFIED, shape(member("m0", node="n1")), pending)])
     assert store.attempts(group) == Attempts()
+
+
+def _slot(member_uid: str, owner: str = "default/train", created: float = 0.0) -> Hold:
+    name = owner.split("/")[1]
+    return Hold(f"gang/{owner}", member_uid, GANG, owner, "default", name, 0, "n1", {}, created_at=created)
+
+
+def test_when_a_plan_no_longer_stands() -> None:
+    members = (
+        MemberFacts("uid-m0", "default", "train", "m0", "", {}),
+        MemberFacts("uid-m1", "default", "train", "m1", "n1", {}),
+    )
+    gang = Gang(PodGroupFacts("default", "train", min_count=2), members)
+    assert plan_gone(_slot("uid-m0"), gang, 100.0) == ""
+    assert plan_gone(_slot("uid-m0"), None, 100.0) == "PodGroup default/train deleted"
+    assert plan_gone(_slot("uid-m9", created=95.0), gang, 100.0) == ""  # the informer may not have it yet
+    assert plan_gone(_slot("uid-m9"), gang, 100.0) == "a planned member of default/train deleted"
+    assert plan_gone(_slot("uid-m1"), gang, 100.0) == "a planned member of default/train bound"
+    everyone = Gang(gang.group, tuple(replace(m, node="n1") for m in members))
+    assert plan_gone(_slot("uid-m9", created=99.0), everyone, 100.0) == ""
+    alone = Gang(gang.group, (*members, MemberFacts("uid-m2", "default", "train", "m2", "n2", {})))
+    assert plan_gone(_slot("uid-m0"), alone, 100.0) == "the quorum of default/train bound"

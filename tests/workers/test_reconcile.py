@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from worker_builders import ALLOCATED, ASSIGNED, SCHEDULER, VENDORS, allocation, gpu_pod
 
 from app.core.model import DeviceUse
+from app.core.podfacts import PodFacts
 from app.state.ledger import ASSUMED, BOUND, CONFIRMED, Entry, Ledger, RowState
 from workers import shapes
 from workers.informers import ADDED, DELETED, MODIFIED, Change
@@ -122,6 +123,23 @@ def test_handle_last_event_of_a_batch_wins(ledger: Ledger) -> None:
     assert [e.uid for e in ledger.all_entries()] == ["uid-p"]
 
 
+def test_rows_keep_the_pods_facts_and_follow_them(ledger: Ledger) -> None:
+    """What preemption and gangs read of a holder without the API (app/core/podfacts.py): on the row from
+    the first event, and followed when they change (a pod starting, then being deleted)."""
+    reconciler = Reconciler(ledger, RULES, lambda: NOW)
+    pod = gpu_pod("p", alloc=ALLOC)
+    pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    pod["spec"] |= {"priority": 100, "schedulingGroup": {"podGroupName": "train"}}
+    reconciler.handle([change(ADDED, pod)])
+    row = ledger.get("uid-p")
+    assert row is not None and row.facts == PodFacts(100, "2026-01-01T00:00:00Z", False, "default/train")
+    pod["status"]["startTime"] = "2026-01-01T00:00:09Z"
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    reconciler.handle([change(MODIFIED, pod)])
+    row = ledger.get("uid-p")
+    assert row is not None and row.facts == PodFacts(100, "2026-01-01T00:00:09Z", True, "default/train")
+
+
 def test_live_events_leave_in_flight_rows_of_unbound_pods_alone(ledger: Ledger) -> None:
     assumed = Entry("uid-p", "default", "p", "n1", ASSUMED, {"GPU-a": DeviceUse(1, 1000, 10)}, updated_at=NOW)
     ledger.upsert([assumed])
@@ -159,7 +177,7 @@ SUSPECTS = [
 
 
 def _state(row: Entry) -> RowState:
-    return RowState(row.uid, row.state, row.updated_at, row.namespace, row.name)
+    return RowState(row.uid, row.state, row.updated_at, row.namespace, row.name, row.bind, row.node)
 
 
 @pytest.mark.parametrize(("row", "pod", "suspect"), SUSPECTS)
@@ -370,7 +388,7 @@ def pod_states(draw: st.DrawFn, name: str, generation: int, bound: bool) -> dict
     """One state of pod `name` (uid changes with `generation`: a deleted pod may come back)."""
     is_bound = bound or draw(st.booleans())
     inits = ["init"] if draw(st.booleans()) else []
-    return gpu_pod(
+    pod = gpu_pod(
         name,
         uid=f"{name}-{generation}",
         node=draw(st.sampled_from(["n1", "n2"])) if is_bound else None,
@@ -383,6 +401,15 @@ def pod_states(draw: st.DrawFn, name: str, generation: int, bound: bool) -> dict
         init_done=draw(st.booleans()),
         deleting=draw(st.booleans()),
     )
+    # the facts a row keeps (app/core/podfacts.py) change too: a rebuild must see them as live events did
+    pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    if draw(st.booleans()):
+        pod["status"]["startTime"] = draw(st.sampled_from(["2026-01-01T00:00:05Z", "2026-01-01T00:01:00Z"]))
+    if draw(st.booleans()):
+        pod["spec"]["priority"] = draw(st.integers(-10, 10))
+    if draw(st.booleans()):
+        pod["spec"]["schedulingGroup"] = {"podGroupName": draw(st.sampled_from(["g1", "g2"]))}
+    return pod
 
 
 @st.composite
