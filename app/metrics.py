@@ -66,6 +66,11 @@ WEBHOOK_SECONDS = Histogram(
 )
 FILTER_RESULTS = Counter("hami_scheduler_filter_results", "Filter answers by result", ["result"])
 FILTER_DENIALS = Counter("hami_scheduler_filter_denials", "Pods not placed, by main reason", ["reason"])
+GANG_PLANS = Counter(
+    "hami_scheduler_gang_plans",
+    "Gang members' /filter deciding for their quorum (docs/gangs.md), by outcome: planned, refused",
+    ["outcome"],
+)
 BIND_RESULTS = Counter(
     "hami_scheduler_bind_results", "Bind answers by result and bounded reason", ["result", "reason"]
 )

@@ -48,6 +48,7 @@ FILTER_WRITES = (
 # bodies up to HAMI_MAX_BODY_BYTES (/preempt: the pod and victims of up to max(100, 10% of nodes) candidates)
 LARGE_BODY_PATHS = ("/filter", "/preempt", "/webhook", "/bench/noop")
 SMALL_BODY_BYTES = 64 * 1024  # /bind's args are a few hundred bytes; GET routes take no body at all
+GANG_TTL = 15.0  # seconds (docs/gangs.md, "The gang TTL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,9 @@ class Settings:
     publish_capacity: bool = False  # the leader annotates nodes with hami.io/device-capacity (worker)
     webhook_trusted_users: tuple[str, ...] = ()
     inflight_ttl: float = 60.0  # seconds an unbound pod's decision counts as a bind in flight (worker)
+    # HAMI_GANG_TTL: seconds a gang plan holds devices, and a gang member's unbound reservation counts as in
+    # flight (docs/gangs.md); below HAMI_INFLIGHT_TTL
+    gang_ttl: float = GANG_TTL
     scheduler_role_label: bool = False  # the leader labels our pods hami.io/scheduler-role (worker)
     bind_lock_wait: float = 10.0
     # HAMI_FILTER_WRITE: where /filter writes the allocation (app/filter/write.py). `deferred`: after
@@ -202,6 +206,19 @@ def _adopted(env: Mapping[str, str]) -> tuple[str, ...]:
         return parse_names(raw)
     except ValueError as exc:
         raise SettingsError(f"HAMI_ADOPT_SCHEDULER_NAMES={raw!r}: {exc}") from None
+
+
+def _gang_ttl(env: Mapping[str, str], inflight_ttl: float) -> float:
+    """HAMI_GANG_TTL (default 15 s, or HAMI_INFLIGHT_TTL when that is shorter): at least 1 s, at most
+    HAMI_INFLIGHT_TTL — a gang member's reservation is an in-flight one that is released sooner."""
+    if not env.get("HAMI_GANG_TTL"):
+        return min(GANG_TTL, inflight_ttl)
+    ttl = env_duration(env, "HAMI_GANG_TTL", timedelta(seconds=GANG_TTL)).total_seconds()
+    if ttl < 1:
+        raise SettingsError("HAMI_GANG_TTL must be at least 1s")
+    if ttl > inflight_ttl:
+        raise SettingsError(f"HAMI_GANG_TTL must not exceed HAMI_INFLIGHT_TTL ({inflight_ttl:g}s)")
+    return ttl
 
 
 def _leader(env: Mapping[str, str]) -> LeaderSettings:
@@ -297,6 +314,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if state_metrics < 1:
         raise SettingsError("HAMI_STATE_METRICS_INTERVAL must be at least 1s")
     trusted = tuple(u.strip() for u in env.get("HAMI_WEBHOOK_TRUSTED_USERS", "").split(",") if u.strip())
+    inflight_ttl = env_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds()
     return Settings(
         scheduler_name=env.get("HAMI_SCHEDULER_NAME") or "hami-scheduler",
         adopt_scheduler_names=_adopted(env),
@@ -326,7 +344,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         legacy_metrics=env_bool(env, "HAMI_LEGACY_METRICS", False),
         publish_capacity=env_bool(env, "HAMI_PUBLISH_CAPACITY", False),
         webhook_trusted_users=trusted,
-        inflight_ttl=env_duration(env, "HAMI_INFLIGHT_TTL", timedelta(seconds=60)).total_seconds(),
+        inflight_ttl=inflight_ttl,
+        gang_ttl=_gang_ttl(env, inflight_ttl),
         scheduler_role_label=env_bool(
             env, "HAMI_SCHEDULER_ROLE_LABEL", bool(env.get("POD_NAME") and env.get("POD_NAMESPACE"))
         ),

@@ -30,7 +30,8 @@ applies them to the shared ledger.
    `bind-time` does in rule 1 — so a bind landing more than a TTL after its filter is never swept between
    its re-check and its binding (issue 19). Hence the bound (docs/gangs.md): a reservation kube-scheduler
    did not bind is released at most HAMI_INFLIGHT_TTL + one sweep period (`SWEEP_EVERY`, workers/worker.py)
-   after its last write.
+   after its last write; a gang member's (a pod naming a PodGroup) after HAMI_GANG_TTL instead
+   (`Rules.ttl_for`): kube-scheduler's pod group cycle binds a quorum at once or abandons it.
 4. Rebuild (on becoming leader, at start without election, and when the periodic audit finds drift): the
    ledger becomes exactly rule 1 applied to a FRESH list of pods (not the watch cache), in one transaction
    that keeps the rows written by our Gunicorn workers since the list began (a pod filtered and bound
@@ -58,6 +59,7 @@ from typing import Any
 
 from app.core import pods
 from app.core.decision import ASSIGNED_NODE, ASSIGNED_TIME
+from app.core.gang import group_of
 from app.core.nodelock import BIND_TIME
 from app.core.pods import PodError
 from app.core.vendor import Vendor
@@ -74,6 +76,14 @@ class Rules:
     schedulers: frozenset[str]  # ours and the adopted names
     vendors: tuple[Vendor, ...]
     inflight_ttl: float = 60.0
+    gang_ttl: float | None = None  # a gang member's in-flight TTL (HAMI_GANG_TTL); None: the in-flight TTL
+
+    def ttl_for(self, pod: Mapping[str, Any] | None) -> float:
+        """How long the pod's unbound reservation counts as in flight: a member of a PodGroup's is released
+        after the gang TTL (docs/gangs.md), any other after the in-flight TTL."""
+        if self.gang_ttl is not None and pod is not None and group_of(pod):
+            return self.gang_ttl
+        return self.inflight_ttl
 
 
 def is_bound(pod: Mapping[str, Any]) -> bool:
@@ -149,7 +159,7 @@ def rebuild(all_pods: Iterable[Mapping[str, Any]], rules: Rules, now: float) -> 
                 entry = entry_for(pod, rules.vendors, rules.schedulers, BOUND, now)
             else:
                 since = inflight_since(pod)
-                if since is None or now - since > rules.inflight_ttl:
+                if since is None or now - since > rules.ttl_for(pod):
                     continue
                 entry = entry_for(pod, rules.vendors, rules.schedulers, CONFIRMED, since)
                 entry = replace(entry, bind=BIND_REBUILT) if entry is not None else None
@@ -233,7 +243,7 @@ def suspects(
         if pod is None:
             if now - row.updated_at > GONE_GRACE:
                 found.append(row)
-        elif row.state in IN_FLIGHT and not is_bound(pod) and now - row.updated_at > rules.inflight_ttl:
+        elif row.state in IN_FLIGHT and not is_bound(pod) and now - row.updated_at > rules.ttl_for(pod):
             found.append(row)
     return found
 
@@ -248,6 +258,6 @@ def confirmed(row: RowState, pod: Mapping[str, Any] | None, rules: Rules, now: f
             return Verdict(row.uid, entry=entry) if entry is not None else Verdict(row.uid, remove=True)
     except ValueError as exc:  # a corrupt allocation holds nothing, as in rule 2
         return Verdict(row.uid, remove=True, problem=str(exc))
-    if row.state in IN_FLIGHT and now - row.updated_at > rules.inflight_ttl:
+    if row.state in IN_FLIGHT and now - row.updated_at > rules.ttl_for(pod):
         return Verdict(row.uid, remove=True)
     return Verdict(row.uid)

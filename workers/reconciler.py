@@ -195,7 +195,7 @@ class Reconciler:
         for uid in sorted(removed):
             pod = answers[uid][1]
             since = inflight_since(pod) if pod is not None else None
-            if since is None or now - since <= self.rules.inflight_ttl:
+            if since is None or now - since <= self.rules.ttl_for(pod):
                 continue  # annotations a rebuild would count: another replica's fresh filter, or not ours
             found = phantom(pod, uid, self.rules.vendors)
             if found is None:

@@ -77,7 +77,8 @@ def pod_shape(vendors: Iterable[Vendor]) -> Shape:
         return {
             "metadata": metadata,
             "spec": {
-                **_pick(spec, ("nodeName", "schedulerName", "priority", "schedulingGroup")),
+                # the PodGroup a gang member names and its priority (workers/podgroups.py, app/filter/gang.py)
+                **_pick(spec, ("nodeName", "schedulerName", "schedulingGroup", "priority")),
                 "containers": _containers(spec.get("containers")),
                 "initContainers": _containers(spec.get("initContainers")),
             },

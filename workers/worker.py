@@ -1,9 +1,10 @@
 """The registration worker put together: informers, election, status, the work loop and its timers.
 
 Threads: one per informer (nodes, pods of each counted scheduler name (workers/podwatch.py), resource
-quotas, and the Lease in follow mode), the elector in acquire mode, the status loop, the metrics server,
-the renderer of HAMi's gauges (workers/statemetrics.py), and the work loop (the caller's thread). The work
-loop does everything that takes long, in this order of priority:
+quotas, PodGroups where the API serves them (workers/podgroups.py), and the Lease in follow mode), the
+elector in acquire mode, the status loop, the metrics server, the renderer of HAMi's gauges
+(workers/statemetrics.py), and the work loop (the caller's thread). The work loop does everything that
+takes long, in this order of priority:
 
 1. a new term (we just became leader, or started without election): rebuild the ledger from a fresh pod
    list, run a registration pass, mark the term synced — only if it is still the same term — and then
@@ -57,6 +58,7 @@ from workers.leaderwrites import LeaderWrites
 from workers.metrics import HoldEndings, LockAges, MetricsServer, WorkerMetrics
 from workers.notices import AdmissionNotices
 from workers.phantoms import Phantom, release
+from workers.podgroups import GangWatch
 from workers.podwatch import PodWatch
 from workers.reconcile import Rules
 from workers.reconciler import Reconciler
@@ -94,7 +96,7 @@ class Worker:
         self._volatile_keys = frozenset(spec.annotation for spec in self.locks) | {CAPACITY_ANNOTATION}
         self.reconciler = Reconciler(
             self._reconcile_ledger,
-            Rules(settings.counted.names, vendors, settings.inflight_ttl),
+            Rules(settings.counted.names, vendors, settings.inflight_ttl, settings.gang_ttl),
             clock,
             on_problem=self.metrics.corrupt_pods.inc,
             on_rewrite=self.metrics.allocation_rewrites.inc,
@@ -114,6 +116,7 @@ class Worker:
             settings.legacy_metrics,
         )
         restart = self._count_restart
+        self.gangs = GangWatch(kube, self._reconcile_ledger, restart, clock)
         self.nodes = Informer(
             kube,
             Target("nodes", label_selector=settings.node_label_selector),
@@ -147,7 +150,9 @@ class Worker:
         self.informers = [self.nodes, *self.pods.informers, self.quotas]
         self.metrics.registry.register(LockAges(self.nodes.items, clock, [s.annotation for s in self.locks]))
         self.metrics.registry.register(HoldEndings(self._status_ledger.hold_endings))
-        self.hold_sweep = HoldSweep(self._reconcile_ledger, self.pods.get, clock, self.metrics)
+        self.hold_sweep = HoldSweep(
+            self._reconcile_ledger, self.pods.get, clock, self.metrics, gang_gone=self.gangs.gang_gone
+        )
         self.freed = FreedTouch(kube, self._reconcile_ledger, clock, self.metrics)
         self.elector = self._elector()
         self.own_node: Informer | None = None
@@ -230,6 +235,7 @@ class Worker:
     def _on_pods(self, changes: Sequence[Change]) -> None:
         self.reconciler.handle(changes)
         self.notices.handle(changes)  # after the ledger: never raises
+        self.gangs.on_pods(changes)  # the PodGroup members (raises: the informer lists again)
 
     def _on_quotas(self, changes: Sequence[Change]) -> None:
         if changes:
@@ -257,6 +263,7 @@ class Worker:
             informer.start()
         self.status.start()
         self.elector.start()
+        self.gangs.discover(time.monotonic())
         try:
             while not all(i.synced.is_set() for i in self.informers):
                 self.status.alive()
@@ -272,10 +279,12 @@ class Worker:
     def _shutdown(self) -> None:
         self.status.stop()  # leader=False, synced=False first: the HTTP side stops deciding at once
         self.elector.stop(timeout=self.settings.leader.retry_period + 5)
+        self.gangs.stop()
         for informer in self.informers:
             informer.stop()
         for informer in self.informers:
             informer.join(5)
+        self.gangs.join(5)
         self.server.stop()
         self.state_metrics.stop()
         self._reconcile_ledger.close()
@@ -305,6 +314,7 @@ class Worker:
                     self._dirty.clear()
                     self._register(term)
                 self._housekeeping(bool(term) and term == synced_term, sweep, prune, audit)
+                self.gangs.discover(time.monotonic())
                 self.hold_sweep.run()  # every step (~1 s): freed capacity is heard within seconds
                 self.freed.step(self._leading(term) if term and term == synced_term else never)
                 if self.handover is not None and self.own_node is not None:

@@ -3,7 +3,8 @@ the total, the pods holding each device, node locks and their age, unhealthy or 
 cluster summary.
 
 Reads a live cluster (read-only), a `kubectl get nodes,pods,resourcequotas -A -o json` dump or a replica's
-/debug/state (app/cli/sources.py), builds the vendor-neutral view (app/core/allocation.py) and prints it as
+/debug/state (app/cli/sources.py), builds the vendor-neutral view (app/core/allocation.py) and the gangs
+(app/cli/gangsection.py), and prints it as
 a table (`-o text`, default), a wider table with per-pod amounts, states and schedulers and each node's
 capacity per vendor (`-o wide`), or JSON (`-o json`; memory in MiB as in HAMi's annotations). The capacity is
 what the leader's `hami.io/device-capacity` annotation says when `worker.publishCapacity` is on (the same
@@ -17,7 +18,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from app.cli import drasection, holdsection, tables
+from app.cli import drasection, gangsection, holdsection, tables
 from app.cli.common import CliError, dump_json, load_vendors
 from app.cli.sources import Loaded, fetch_state, from_cluster, from_dump, from_state
 from app.core import allocation, capacity
@@ -238,6 +239,8 @@ def render(view: ClusterView, loaded: Loaded, *, wide: bool = False, ascii: bool
     )
     if loaded.dra is not None:
         parts.append(drasection.render(loaded.dra))
+    if loaded.gangs:
+        parts.append(gangsection.render(loaded.gangs))
     if loaded.holds is not None:
         parts.append(holdsection.render(loaded.holds))
     if loaded.problems:
@@ -331,5 +334,6 @@ def to_json(view: ClusterView, loaded: Loaded) -> dict[str, Any]:
         },
         "problems": loaded.problems,
         "dra": drasection.to_json(loaded.dra) if loaded.dra is not None else None,
+        "gangs": gangsection.to_json(loaded.gangs),
         "holds": holdsection.to_json(loaded.holds) if loaded.holds is not None else None,
     }

@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cli import drasection, holdsection
+from app.cli import drasection, gangsection, holdsection
 from app.cli.common import CliError, load_cluster
+from app.cli.gangsection import GangView
 from app.core import podkeys, pods
 from app.core.allocation import Holding, NodeFacts
 from app.core.capacity import CAPACITY_ANNOTATION
@@ -55,6 +56,9 @@ class Loaded:
     problems: list[str] = field(default_factory=list)
     source: str = ""
     dra: DraFacts | None = None  # DRA serving our names or nodes (app/cli/drasection.py); None: not read
+    gangs: list[GangView] = field(
+        default_factory=list
+    )  # PodGroups and their members (app/cli/gangsection.py)
     holds: list[HeldView] | None = None  # a replica's held reservations (holdsection.py); None: not read
 
 
@@ -124,6 +128,7 @@ def from_dump(path: str, vendors: Sequence[Vendor]) -> Loaded:
             f"{path}: no nodes and no pods (expected kubectl get nodes,pods,resourcequotas -A -o json)"
         )
     loaded = from_objects(cluster.nodes, cluster.pods, vendors)
+    loaded.gangs = gangsection.from_objects(None, cluster.pods)
     loaded.source = f"dump {path}"
     return loaded
 
@@ -134,12 +139,13 @@ def from_cluster(kubeconfig: str, vendors: Sequence[Vendor]) -> Loaded:
     from app.k8s.dra import list_dra
     from app.k8s.errors import ApiError
     from app.k8s.watching import Target, list_objects
+    from app.k8s.workload import podgroups_served
 
     try:
         kube = connect(kubeconfig)
     except Exception as exc:
         raise CliError(f"cannot build a Kubernetes client: {exc}") from None
-    dra_problem = ""
+    dra_problem = gang_problem = ""
     try:
         nodes, _ = list_objects(kube, Target("nodes"), dict)
         pod_list, _ = list_objects(kube, Target("pods"), dict)
@@ -147,11 +153,18 @@ def from_cluster(kubeconfig: str, vendors: Sequence[Vendor]) -> Loaded:
             dra_lists = list_dra(kube)
         except ApiError as exc:
             dra_lists, dra_problem = None, f"DRA objects not readable: {exc.message}"
+        try:
+            groups = list_objects(kube, Target("podgroups"), dict)[0] if podgroups_served(kube) else []
+        except ApiError as exc:
+            groups, gang_problem = None, f"PodGroups not readable: {exc.message}"
     except ApiError as exc:
         raise CliError(f"cannot list nodes and pods: {exc.message}") from None
     finally:
         kube.close()
     loaded = from_objects(nodes, pod_list, vendors)
+    loaded.gangs = gangsection.from_objects(groups, pod_list)
+    if gang_problem:
+        loaded.problems.append(gang_problem)
     if dra_problem:
         loaded.problems.append(dra_problem)
     else:
@@ -273,6 +286,7 @@ def from_state(state: Any, url: str) -> Loaded:
     except (KeyError, TypeError, ValueError) as exc:
         raise CliError(f"{url}: unexpected /debug/state content ({type(exc).__name__}: {exc})") from None
     loaded.dra = drasection.from_state(state)
+    loaded.gangs = gangsection.from_state(state) or []
     try:
         loaded.holds = holdsection.from_state(state)
     except (KeyError, TypeError, ValueError) as exc:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.model import PodDevices
+from app.state.podgroups import Quorum
 
 
 @dataclass
@@ -22,3 +23,5 @@ class FilterOutcome:
     passthrough: bool = False  # the pod asks for no managed device: not ours to decide
     devices: PodDevices | None = None  # the allocation written to the pod (placed)
     score: float | None = None  # the chosen node's score (placed)
+    gang: str = ""  # a gang member's plan: planned or refused (app/filter/gang.py); "" for other pods
+    quorum: Quorum | None = None  # a planned gang member's: its allocation write waits for the quorum

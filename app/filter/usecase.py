@@ -53,7 +53,7 @@ from app.core.quota import pod_quota_use
 from app.core.reservations import vendor_tags
 from app.core.usage import allocation_uses, collapse_pod, same_use, sum_uses
 from app.core.vendor import core_masks
-from app.filter import intake, nodespath, rowguard
+from app.filter import gang, intake, nodespath, rowguard
 from app.filter.outcome import FilterOutcome
 from app.filter.write import Write
 from app.k8s import objects
@@ -211,15 +211,19 @@ def filter_pod(
         return FilterOutcome(error="hami-scheduler: no node inventory yet; retry later", denial="not-ready")
     mark = time.perf_counter()
     outcome = FilterOutcome()
+    answered = gang.gate(context, pod, probe, node_names, snapshot, outcome)  # a member decides for its gang
+    if answered is not None:
+        return answered
     version = objects.resource_version(pod)
     row = context.ledger.row(uid)  # read before the pod: a verified version is never newer than the read
     guard = rowguard.judge(row, context.clock(), context.settings.inflight_ttl)
     if guard.error:
         return FilterOutcome(error=guard.error, denial="may-be-bound")
-    # An allocation write of this pod still in flight here (its row `assumed`), or a row that may be bound:
-    # /filter reads the pod and writes synchronously (one pod never has two writes in flight,
-    # app/filter/write.py; a bound pod is refused, app/filter/rowguard.py).
-    if context.writer is not None and version and not guard.read and (row is None or row.state != ASSUMED):
+    # An allocation write of this pod still in flight here (its row `assumed`, its write not held for its
+    # gang), or a row that may be bound: /filter reads the pod and writes synchronously (one pod never has
+    # two writes in flight, app/filter/write.py; a bound pod is refused, app/filter/rowguard.py).
+    pending = row is not None and row.state == ASSUMED and not gang.holds_write(context, uid)
+    if context.writer is not None and version and not guard.read and not pending:
         why = pods.refusal(pod, context.settings.scheduler_name)
         if why:
             return FilterOutcome(error=f"hami-scheduler: {why}", denial="refused")
@@ -265,7 +269,11 @@ def _defer(
     assert choice.winner is not None
     event = success_event(choice.winner, candidates, choice.ranked_ahead)
     version = objects.resource_version(pod)
-    context.writer.submit(Write(ref, node, annotations, reserved.allocation, event, version))
+    write = Write(ref, node, annotations, reserved.allocation, event, version)
+    if outcome.quorum is not None:
+        gang.hold(context, outcome.quorum, write)  # sent once the quorum is reserved
+    else:
+        context.writer.submit(write)
     outcome.node_names = [node]
     outcome.devices = reserved.devices
     outcome.score = choice.winner.score

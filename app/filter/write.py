@@ -23,6 +23,11 @@ Invariants owned here:
   the resourceVersion precondition, as in the outside-extender mode.
 - Every vendor key the write does not set is deleted by it (a merge patch deleting an absent key is a no-op):
   kube-scheduler's copy of a re-filtered pod may not show the keys of the earlier decision yet.
+- A gang member's write is held in the ledger until its quorum is reserved and then sent by the worker that
+  completes it (app/filter/gang.py, `encoded`); a held write is not in flight: a re-filter replaces it.
+  Sent later than its decision, such a write that finds the pod changed (kube-scheduler's own status
+  write, typically) reads the pod once and writes on its current version if it is still the same pod,
+  unbound and not being deleted (`Write.reread`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,11 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
+
+from app.core import pods
 from app.core.decision import ASSIGNED_NODE
 from app.k8s import objects
 from app.k8s.client import Kube
@@ -59,6 +68,41 @@ class Write:
     allocation: str
     event: str
     resource_version: str  # of kube-scheduler's copy: a pod changed since (bound, say) gets nothing
+    # a gang member's write held until its quorum was reserved (app/filter/gang.py): on a 409 the pod is
+    # read once and written if it is still the same pod, ours, unbound and not being deleted (kube-scheduler
+    # may have written its status meanwhile)
+    reread: bool = False
+
+
+def encoded(write: Write) -> bytes:
+    """The write as JSON, for a write held in the ledger until its gang's quorum is reserved
+    (app/filter/gang.py)."""
+    ref = write.ref
+    return orjson.dumps(
+        {
+            "ref": [ref.namespace, ref.name, ref.uid],
+            "node": write.node,
+            "annotations": dict(write.annotations),
+            "allocation": write.allocation,
+            "event": write.event,
+            "resourceVersion": write.resource_version,
+        }
+    )
+
+
+def decoded(raw: bytes) -> Write:
+    """`encoded`'s inverse (raises ValueError, KeyError or TypeError on anything else)."""
+    data = orjson.loads(raw)
+    namespace, name, uid = data["ref"]
+    return Write(
+        PodRef(str(namespace), str(name), str(uid)),
+        str(data["node"]),
+        {str(k): None if v is None else str(v) for k, v in data["annotations"].items()},
+        str(data["allocation"]),
+        str(data["event"]),
+        str(data["resourceVersion"]),
+        reread=True,
+    )
 
 
 class AllocationWriter:
@@ -109,21 +153,49 @@ class AllocationWriter:
         """Send one write and record its outcome in the ledger; True when it was written."""
         ref, started = write.ref, time.perf_counter()
         try:
-            answer = objects.patch_pod_metadata(
-                self._kube,
-                ref.namespace,
-                ref.name,
-                write.annotations,
-                {ASSIGNED_NODE: write.node},
-                uid=ref.uid,
-                resource_version=write.resource_version,
-            )
+            answer = self._patch(write, write.resource_version)
         except ApiError as exc:
+            again = self._again(write) if write.reread and exc.conflict else None
+            if again is not None:
+                return self._written(write, again, started)
             self._ledger.resolve_write(ref.uid, write.allocation, written=False)
             self._account("failed", started)
             if self._events_enabled:
                 self._events.record(ref, WARNING, FILTERING_FAILED, exc.message)
             return False
+        return self._written(write, answer, started)
+
+    def _patch(self, write: Write, version: str) -> dict[str, Any]:
+        ref = write.ref
+        return objects.patch_pod_metadata(
+            self._kube,
+            ref.namespace,
+            ref.name,
+            write.annotations,
+            {ASSIGNED_NODE: write.node},
+            uid=ref.uid,
+            resource_version=version,
+        )
+
+    def _again(self, write: Write) -> dict[str, Any] | None:
+        """A held gang write refused for an older resourceVersion: the pod as it is now, written (on that
+        version) if it is still the same pod, unbound and not being deleted; None otherwise."""
+        ref = write.ref
+        try:
+            pod = objects.get_pod(self._kube, ref.namespace, ref.name)
+            spec = pods.spec(pod)
+            if (
+                pods.uid(pod) != ref.uid
+                or spec.get("nodeName")
+                or pods.metadata(pod).get("deletionTimestamp")
+            ):
+                return None
+            return self._patch(write, objects.resource_version(pod))
+        except (ApiError, pods.PodError):
+            return None
+
+    def _written(self, write: Write, answer: dict[str, Any], started: float) -> bool:
+        ref = write.ref
         confirmed = self._ledger.resolve_write(ref.uid, write.allocation, written=True, pod=answer)
         self._account("written" if confirmed else "stale", started)
         if self._events_enabled and confirmed:

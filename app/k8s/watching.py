@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from app.k8s.client import Kube
@@ -37,7 +38,8 @@ class Expired(ApiError):
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One collection: `kind` is pods, nodes, resourcequotas or leases (leases need a namespace)."""
+    """One collection: `kind` is pods, nodes, resourcequotas, podgroups or leases (leases need a
+    namespace)."""
 
     kind: str
     namespace: str = ""
@@ -60,6 +62,8 @@ def _method(kube: Kube, target: Target) -> Callable[..., Any]:
     """The client call for `target`, with the namespace bound when there is one."""
     core: Any = kube.core
     coordination: Any = kube.coordination
+    if target.kind == "podgroups":  # scheduling.k8s.io/v1beta1 (app/k8s/workload.py): every namespace
+        return client.SchedulingV1beta1Api(kube.api).list_pod_group_for_all_namespaces
     if target.kind == "leases":
         if not target.namespace:
             raise ValueError("leases are listed in one namespace")

@@ -4,7 +4,8 @@ Without `node`: counts and the replica status. With `node`: its registered devic
 each device, the reservations that make it up, the held reservations on it, and why the node is unusable
 if it is. With `all=true`: the status and every node in that form, plus nodes that only reservations name
 (`hami-scheduler inspect --url` reads this), what the registration worker found of DRA serving our names and
-nodes (`dra`), and every held reservation (`holds`, app/state/holdjson.py).
+nodes (`dra`), every held reservation (`holds`, app/state/holdjson.py), and the gangs (`gangs`: each
+PodGroup's quorum, members bound and reserved, places its plan holds, and why its quorum was last refused).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
+from app.core.holds import gang_key
 from app.core.model import DeviceUse
 from app.routes.common import context, json_response
 from app.state import drafacts, holdjson
+from app.state.podgroups import PodGroups
 from app.state.snapshot import Snapshot
 from app.state.usage import UsageView
 
@@ -34,7 +37,12 @@ def state() -> Response:
     if request.args.get("all", "").lower() in ("1", "true", "yes"):
         everything = _everything(snapshot, view, status)
         return json_response(
-            {**everything, "dra": drafacts.encode(ctx.dra()), "holds": holdjson.encode(view.holds, now)}
+            {
+                **everything,
+                "dra": drafacts.encode(ctx.dra()),
+                "holds": holdjson.encode(view.holds, now),
+                "gangs": _gangs(PodGroups(ctx.ledger), view, now),
+            }
         )
     if not node:
         return json_response(
@@ -49,6 +57,33 @@ def state() -> Response:
         )
     held = holdjson.encode((h for h in view.holds if h.node == node), now)
     return json_response({**_node(snapshot, view, node), "holds": held})
+
+
+def _gangs(store: PodGroups, view: UsageView, now: float) -> list[dict[str, Any]]:
+    """Every PodGroup the worker knows: quorum, members, bound, reserved (unbound members holding a row),
+    held (the live slots of its plan) and the last refusal's reason."""
+    refusals = store.refusals()
+    found = []
+    for gang in store.gangs():
+        group = gang.group
+        if not group.is_gang:
+            continue
+        reserved = sum(not m.bound and m.uid in view.entries for m in gang.members)
+        why = refusals.get((group.namespace, group.name), ("", 0.0))[0]
+        found.append(
+            {
+                "namespace": group.namespace,
+                "name": group.name,
+                "min_count": group.min_count,
+                "priority": group.priority,
+                "members": len(gang.members),
+                "bound": gang.bound,
+                "reserved": reserved,
+                "held": sum(h.key == gang_key(group.key) and h.live(now) for h in view.holds),
+                "why": why if gang.bound + reserved < group.min_count else "",
+            }
+        )
+    return found
 
 
 def _everything(snapshot: Snapshot | None, view: UsageView, status: dict[str, Any]) -> dict[str, Any]:

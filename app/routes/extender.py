@@ -27,6 +27,7 @@ from app.metrics import (
     FILTER_PHASE_SECONDS,
     FILTER_RESULTS,
     FILTER_SECONDS,
+    GANG_PLANS,
     LOCK_CONTENTION,
     LOCK_TAKEOVERS,
     LOCK_WAIT,
@@ -85,6 +86,8 @@ def filter_route() -> Response:
     FILTER_RESULTS.labels(result).inc()
     if outcome.denial:
         FILTER_DENIALS.labels(outcome.denial).inc()
+    if outcome.gang:
+        GANG_PLANS.labels(outcome.gang).inc()
     phases, seconds = {"decode": decoded, **outcome.phases}, time.perf_counter() - started
     observe_phases(FILTER_SECONDS, FILTER_PHASE_SECONDS, phases, seconds)
     decisions.filter_decision(

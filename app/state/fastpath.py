@@ -141,6 +141,30 @@ class FastPath:
                         adjusted[row] = sum_uses((adjusted.get(row, usage.nodes.get(node, {})), held))
             return _Decision(self, ctx, candidates, snapshot, usage, vendors, adjusted, exclude_uid).run()
 
+    def unfit(
+        self,
+        ctx: PodContext,
+        candidates: Sequence[str],
+        snapshot: Snapshot,
+        usage: UsageView,
+        vendors: Sequence[Vendor],
+        spare: str = "",
+    ) -> frozenset[str]:
+        """The candidates the screening says cannot fit `ctx` on the view's usage (a necessary condition:
+        more usage only makes it harder), for the gang planner (app/filter/gang.py); `spare`, the node of a
+        reservation the caller will not count, is never among them."""
+        with usage.frozen(), self._lock:
+            self._table.sync(snapshot, usage)
+            table = self._table
+            assert table.columns is not None
+            names = [n for n in candidates if n != spare and n in table.index]
+            if not names:
+                return frozenset()
+            rows = np.fromiter((table.index[n] for n in names), np.int64, len(names))
+            by_key = {v.key: v for v in vendors}
+            may_fit = Screen(table.columns.take(rows), ctx, by_key, table.max_devices).may_fit
+            return frozenset(n for n, fits in zip(names, may_fit.tolist(), strict=True) if not fits)
+
     def warm(self, snapshot: Snapshot, usage: UsageView) -> None:
         """Build the per-node state now rather than in the first decision."""
         with usage.frozen(), self._lock:

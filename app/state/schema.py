@@ -1,9 +1,10 @@
 """The ledger's SQLite schema (app/state/ledger.py): the reservation rows, the change log (sequence numbers,
 tombstones, epoch), the worker's status rows, the deferred writes' answers, the held reservations with the
 capacity their endings freed and their endings' counts (app/state/holdstore.py; meta `holds` counts every
-change of them), and the per-namespace quota usage
-kept by triggers, so that an assume reads a namespace's total in one indexed lookup instead of decoding
-every reservation of the namespace (thousands of rows at 20,000 running pods).
+change of them), the PodGroups and their members the worker keeps for /filter, the gang members' allocation
+writes held until their quorum is reserved and the gangs' attempts (app/state/podgroups.py), and the
+per-namespace quota usage kept by triggers, so that an assume reads a namespace's total in one indexed lookup
+instead of decoding every reservation of the namespace (thousands of rows at 20,000 running pods).
 """
 
 from __future__ import annotations
@@ -64,6 +65,49 @@ CREATE TABLE IF NOT EXISTS hold_endings (
     PRIMARY KEY (kind, cause)
 );
 INSERT OR IGNORE INTO meta (key, value) VALUES ('seq', 0), ('epoch', 1), ('pruned', 0), ('holds', 0);
+CREATE TABLE IF NOT EXISTS podgroups (
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    min_count INTEGER NOT NULL,
+    priority INTEGER,
+    disruption TEXT NOT NULL,
+    topology TEXT NOT NULL,
+    PRIMARY KEY (namespace, name)
+);
+CREATE TABLE IF NOT EXISTS podgroup_members (
+    uid TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    name TEXT NOT NULL,
+    node TEXT NOT NULL,
+    pod BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS podgroup_members_group ON podgroup_members (namespace, podgroup);
+CREATE TABLE IF NOT EXISTS gang_attempts (
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    started REAL NOT NULL,
+    abandoned INTEGER NOT NULL,
+    resume REAL NOT NULL,
+    PRIMARY KEY (namespace, podgroup)
+);
+CREATE TABLE IF NOT EXISTS gang_refusals (
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (namespace, podgroup)
+);
+CREATE TABLE IF NOT EXISTS gang_writes (
+    uid TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    podgroup TEXT NOT NULL,
+    allocation TEXT NOT NULL,
+    write BLOB NOT NULL
+);
 """
 # Columns added to a table after its first release: a file written before gets them (app/state/ledgerdb.py).
 ADDED_COLUMNS = (

@@ -29,6 +29,7 @@ COMMON = {
     "HAMI_GPU_SCHEDULER_POLICY": "spread",
     "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER": "true",
     "HAMI_NODELOCK_EXPIRE": "5m",
+    "HAMI_GANG_TTL": "15s",
     "HAMI_NODE_LABEL_SELECTOR": "",
     "HAMI_DEVICE_CONFIG_FILE": "/etc/hami/device-config.yaml",
     "HAMI_STATE_DIR": "/var/run/hami",

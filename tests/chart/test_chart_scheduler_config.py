@@ -225,3 +225,13 @@ def test_only_known_configuration_fields(render: Any, value_set: str) -> None:
         assert set(ext["tlsConfig"]) <= TLS_FIELDS
         for resource in ext["managedResources"]:
             assert set(resource) == {"name", "ignoredByScheduler"}
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), (100, 100), (30, 30)])
+def test_percentage_of_nodes_to_score_of_our_profile(
+    render: Any, value: int | None, expected: int | None
+) -> None:
+    """Unset by default (kube-scheduler's adaptive sample); set, on our profile only (docs/gangs.md)."""
+    config = render("default", {"kubeScheduler.percentageOfNodesToScore": value}).scheduler_config()
+    assert config["profiles"][0].get("percentageOfNodesToScore") == expected
+    assert "percentageOfNodesToScore" not in config

@@ -96,6 +96,7 @@ def test_cluster_role_is_least_privilege(render: Any) -> None:
             for r in ("deviceclasses", "resourceslices")
             for v in ("get", "list", "watch")
         }
+        | {("scheduling.k8s.io", "podgroups", v) for v in ("get", "list", "watch")}  # gangs, read only
     )
     assert granted == expected
     assert not any(resource in {"pods/status", "secrets", "configmaps"} for _, resource, _ in granted)

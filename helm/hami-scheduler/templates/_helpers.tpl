@@ -489,6 +489,8 @@ Ascend910A Ascend910B2 Ascend910B3 Ascend910B4-1 Ascend910B4 Ascend310P Ascend91
   value: {{ .Values.forceOverwriteDefaultScheduler | toString | quote }}
 - name: HAMI_NODELOCK_EXPIRE
   value: {{ .Values.nodeLockExpire | quote }}
+- name: HAMI_GANG_TTL
+  value: {{ .Values.gangs.ttl | quote }}
 - name: HAMI_NODE_LABEL_SELECTOR
   value: {{ include "hami-scheduler.nodeLabelSelector" . | quote }}
 - name: HAMI_DEVICE_CONFIG_FILE
